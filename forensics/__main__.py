@@ -1,0 +1,5 @@
+import sys
+
+from forensics.cli import main
+
+sys.exit(main())

@@ -1,0 +1,209 @@
+"""The headless façade: inputs in, :class:`Analysis` out.
+
+The CLI (``analyze``), the JSON/text reports and the TUI all reach data through
+:func:`analyze` only, so what the screen shows and what ``--format json`` prints
+can never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+from forensics.events import Event, MetricSample
+from forensics.findings import Finding, Verdict
+from forensics.sources import InputFile, Limits, expand_inputs
+from forensics.textdoc import TextDocument
+from forensics.timeline import Timeline, build_timeline, place_boot_relative
+
+__all__ = ["Analysis", "Options", "SourceReport", "analyze", "parse_input"]
+
+
+@dataclass
+class Options:
+    signature_dirs: Sequence[Path] = ()
+    tz: tzinfo | None = None
+    offsets: dict[str, float] = field(default_factory=dict)  # host -> seconds to add
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass
+class SourceReport:
+    """One input file: what it was detected as and what came out of it."""
+
+    path: str
+    kind: str
+    host: str | None
+    events: int
+    metrics: int = 0
+    warnings: list[str] = field(default_factory=list)
+    record_kinds: list[str] = field(default_factory=list)
+    confidence: float = 0.0
+    document: TextDocument | None = None
+
+
+@dataclass
+class Analysis:
+    sources: list[SourceReport]
+    timeline: Timeline
+    findings: list[Finding]
+    verdict: Verdict
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def recordings(self) -> list[dict[str, Any]]:
+        """One entry per recorded bundle, from the manifest events the bundle parser emits."""
+        return [dict(e.attrs) for e in self.timeline.events if e.kind == "recording"]
+
+    def document(self, path: str) -> TextDocument | None:
+        """The raw text of an input, to show evidence lines in context."""
+        for s in self.sources:
+            if s.path == path:
+                return s.document
+        return None
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict.root_cause is not None
+
+
+def _year_from_mtime(mtime: float | None) -> int | None:
+    return datetime.fromtimestamp(mtime, UTC).year if mtime else None
+
+
+def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = ()) -> tuple[
+    SourceReport, list[Event], list[MetricSample]
+]:
+    """Detect one file's format and parse it. Never raises on bad content."""
+    from forensics.parsers import ParseContext, detect
+
+    warnings = list(item.warnings)
+    if not item.raw:
+        if not warnings:
+            warnings.append(f"{item.display}: empty file")
+        return SourceReport(item.display, "unreadable" if item.warnings else "empty", item.host, 0,
+                            warnings=warnings), [], []
+    if b"\x00" in item.raw[:4096] and not item.raw.startswith((b"\xff\xfe", b"\xfe\xff")) \
+            and item.raw[1:4096:2].count(0) < 1000:
+        warnings.append(f"{item.display}: binary file, not a log; skipped")
+        return SourceReport(item.display, "binary", item.host, 0, warnings=warnings), [], []
+    doc = TextDocument.from_bytes(item.raw, item.display)
+    parser, confidence = detect(doc.head())
+    ctx = ParseContext(
+        path=item.display,
+        source=item.source or f"file:{os.path.basename(item.display.split('!')[-1])}",
+        host=item.host,
+        year=_year_from_mtime(item.mtime),
+        tz=options.tz,
+        boot_time_ns=item.boot_time_ns,
+        notable=notable,
+    )
+    events: list[Event] = []
+    metrics: list[MetricSample] = []
+    try:
+        for rec in parser.parse(doc, ctx):
+            if isinstance(rec, MetricSample):
+                metrics.append(rec)
+            else:
+                events.append(rec)
+    except Exception as exc:  # a parser bug must cost one file, not the analysis
+        ctx.warn(f"parser {parser.name} failed: {type(exc).__name__}: {exc}")
+    if doc.truncated_lines:
+        ctx.warn(f"{doc.truncated_lines} line(s) longer than 1 MiB were cut")
+    events = place_boot_relative(events, item.boot_time_ns)
+    kinds = sorted(Counter(e.kind for e in events))
+    report = SourceReport(item.display, parser.name, item.host or next((e.host for e in events if e.host), None),
+                          len(events), len(metrics), warnings + ctx.warnings, kinds, confidence, doc)
+    return report, events, metrics
+
+
+def analyze(paths: Sequence[str], options: Options | None = None,
+            progress: Callable[[str], None] | None = None) -> Analysis:
+    """Read every input, build one timeline, and run the signatures over it."""
+    from forensics import match
+
+    options = options or Options()
+    signatures = match.load_signatures(options.signature_dirs)
+    notable = match.notable_literals(signatures)
+    sources: list[SourceReport] = []
+    per_source: list[tuple[list[Event], list[MetricSample]]] = []
+    for item in expand_inputs(paths, options.limits):
+        if progress:
+            progress(item.display)
+        report, events, metrics = parse_input(item, options, notable)
+        sources.append(report)
+        per_source.append((events, metrics))
+    timeline = build_timeline(per_source)
+    findings, verdict = match.diagnose(timeline, signatures)
+    warnings = [w for s in sources for w in s.warnings]
+    return Analysis(sources, timeline, findings, verdict, warnings)
+
+
+def to_json_dict(analysis: Analysis) -> dict[str, Any]:
+    """The stable, versioned JSON contract of DESIGN.md."""
+    from forensics.report import iso
+
+    v = analysis.verdict
+    return {
+        "version": 1,
+        "verdict": {
+            "root_cause": v.root_cause_id,
+            "confidence": str(v.confidence),
+            "summary": v.summary,
+            "consequences": [f.signature for f in v.consequences],
+            "contributing": [f.signature for f in v.contributing],
+            "ruled_out": [{"signature": s, "why": why} for s, why in v.ruled_out],
+        },
+        "findings": [
+            {
+                "signature": f.signature,
+                "title": f.title,
+                "score": round(f.score, 3),
+                "role": str(f.role),
+                "first_seen": iso(f.first_seen),
+                "hosts": f.hosts,
+                "gpus": f.gpus,
+                "ranks": f.ranks,
+                "note": f.note,
+                "remedy": f.remedy,
+                "evidence": [
+                    {"ts": iso(e.ts), "ts_source": str(e.ts_source), "source": e.source, "kind": e.kind,
+                     "message": e.message, "origin": str(e.origin)}
+                    for e in f.evidence
+                ],
+            }
+            for f in analysis.findings
+        ],
+        "sources": [
+            {"path": s.path, "kind": s.kind, "host": s.host, "events": s.events, "metrics": s.metrics,
+             "record_kinds": s.record_kinds, "warnings": s.warnings}
+            for s in analysis.sources
+        ],
+        "recordings": analysis.recordings,
+        "timeline": _timeline_summary(analysis.timeline),
+        "warnings": analysis.warnings,
+    }
+
+
+def _timeline_summary(timeline: Timeline) -> dict[str, Any]:
+    from forensics.report import iso
+
+    span = timeline.span
+    return {
+        "events": len(timeline.events),
+        "metrics": len(timeline.metrics),
+        "kinds": dict(sorted(Counter(e.kind for e in timeline.events).items())),
+        "hosts": timeline.hosts,
+        "start": iso(span[0]) if span else None,
+        "end": iso(span[1]) if span else None,
+    }
+
+
+def dumps(analysis: Analysis) -> str:
+    return json.dumps(to_json_dict(analysis), indent=2, ensure_ascii=False)

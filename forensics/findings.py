@@ -1,0 +1,68 @@
+"""What the matcher concludes: :class:`Finding` (one signature that fired) and
+:class:`Verdict` (root cause, consequences, contributing findings, confidence)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from forensics.events import Event
+
+__all__ = ["Confidence", "Finding", "Role", "Verdict"]
+
+
+class Role(StrEnum):
+    ROOT_CAUSE = "root-cause"
+    CONSEQUENCE = "consequence"
+    CONTRIBUTING = "contributing"
+
+
+class Confidence(StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+@dataclass
+class Finding:
+    """One signature that matched, with the events that prove it."""
+
+    signature: str
+    title: str
+    category: str
+    score: float
+    evidence: list[Event]
+    role: Role = Role.CONTRIBUTING
+    explain: str = ""
+    remedy: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    gpus: list[str] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
+    note: str = ""  # why this role: "follows xid-79 by 600 s", "benign at idle" …
+
+    @property
+    def first_seen(self) -> int | None:
+        stamps = [e.ts for e in self.evidence if e.ts is not None]
+        return min(stamps) if stamps else None
+
+    @property
+    def last_seen(self) -> int | None:
+        stamps = [e.ts for e in self.evidence if e.ts is not None]
+        return max(stamps) if stamps else None
+
+
+@dataclass
+class Verdict:
+    """The answer: which finding is the root cause, how sure, and what lost."""
+
+    root_cause: Finding | None
+    confidence: Confidence
+    summary: str
+    consequences: list[Finding] = field(default_factory=list)
+    contributing: list[Finding] = field(default_factory=list)
+    ruled_out: list[tuple[str, str]] = field(default_factory=list)  # (signature id, why it lost)
+
+    @property
+    def root_cause_id(self) -> str | None:
+        return self.root_cause.signature if self.root_cause else None

@@ -1,0 +1,204 @@
+"""Turn what the user passed (files, directories, archives, bundles) into input files.
+
+Nothing is extracted to disk: archive members are read into memory under size and
+count caps, so path traversal and links out of the archive cannot happen; unsafe
+names are refused with a warning. Gzip is unwrapped by content, never by name.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from forensics.errors import UsageError
+
+__all__ = ["Limits", "InputFile", "expand_inputs"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_file_bytes: int = 4 << 30  # one decompressed file
+    max_total_bytes: int = 16 << 30  # everything read from one archive
+    max_members: int = 20_000  # files in one archive or directory walk
+
+
+@dataclass
+class InputFile:
+    """One file to analyze: its name as shown to the user and its raw bytes."""
+
+    display: str
+    raw: bytes
+    mtime: float | None = None
+    # Hints from a bundle manifest (recorded files): Event.source, host, boot time, zone name.
+    source: str | None = None
+    host: str | None = None
+    boot_time_ns: int | None = None
+    tz_name: str | None = None
+    receipt_index: bytes | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _is_tar(raw: bytes) -> bool:
+    return len(raw) > 262 and raw[257:262] == b"ustar"
+
+
+def _gunzip(raw: bytes, name: str, limits: Limits) -> tuple[bytes, list[str]]:
+    """Decompress gzip with a size cap; a truncated stream keeps what was readable."""
+    out = io.BytesIO()
+    warnings: list[str] = []
+    d = zlib.decompressobj(wbits=31)
+    try:
+        pos = 0
+        while pos < len(raw):
+            chunk = d.decompress(raw[pos : pos + (1 << 20)], limits.max_file_bytes + 1 - out.tell())
+            out.write(chunk)
+            pos += 1 << 20
+            if out.tell() > limits.max_file_bytes:
+                warnings.append(f"{name}: decompressed size over {limits.max_file_bytes >> 20} MiB, cut there")
+                break
+            if d.eof and d.unused_data:  # concatenated gzip members
+                raw, pos = d.unused_data, 0
+                d = zlib.decompressobj(wbits=31)
+        else:
+            if not d.eof:
+                warnings.append(f"{name}: gzip stream is truncated; analyzed the readable part")
+    except zlib.error as exc:
+        warnings.append(f"{name}: gzip stream is corrupt ({exc}); analyzed the readable part")
+    return out.getvalue(), warnings
+
+
+def _safe_member_name(name: str) -> bool:
+    p = PurePosixPath(name.replace("\\", "/"))
+    return not p.is_absolute() and ".." not in p.parts and not (len(name) > 1 and name[1] == ":")
+
+
+def _from_tar(raw: bytes, display: str, limits: Limits) -> Iterator[InputFile]:
+    total = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:
+            for count, member in enumerate(tar):
+                if count >= limits.max_members:
+                    yield InputFile(display, b"", warnings=[f"{display}: over {limits.max_members} members"])
+                    return
+                name = f"{display}!{member.name}"
+                if not member.isfile():
+                    continue  # directories, links and devices are never followed
+                if not _safe_member_name(member.name):
+                    yield InputFile(name, b"", warnings=[f"{name}: unsafe member path, skipped"])
+                    continue
+                total += member.size
+                if member.size > limits.max_file_bytes or total > limits.max_total_bytes:
+                    yield InputFile(name, b"", warnings=[f"{name}: over the archive size cap, skipped"])
+                    continue
+                fh = tar.extractfile(member)
+                if fh is not None:
+                    yield from _classify(fh.read(), name, member.mtime, limits, depth=1)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        yield InputFile(display, b"", warnings=[f"{display}: unreadable tar archive ({exc})"])
+
+
+def _from_zip(raw: bytes, display: str, limits: Limits) -> Iterator[InputFile]:
+    total = 0
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+            infos = zf.infolist()
+            if len(infos) > limits.max_members:
+                yield InputFile(display, b"", warnings=[f"{display}: over {limits.max_members} members"])
+                return
+            for info in infos:
+                name = f"{display}!{info.filename}"
+                if info.is_dir():
+                    continue
+                if not _safe_member_name(info.filename):
+                    yield InputFile(name, b"", warnings=[f"{name}: unsafe member path, skipped"])
+                    continue
+                total += info.file_size
+                if info.file_size > limits.max_file_bytes or total > limits.max_total_bytes:
+                    yield InputFile(name, b"", warnings=[f"{name}: over the archive size cap, skipped"])
+                    continue
+                mtime = None
+                try:
+                    import datetime as _dt
+
+                    mtime = _dt.datetime(*info.date_time).timestamp()
+                except ValueError:
+                    pass
+                yield from _classify(zf.read(info), name, mtime, limits, depth=1)
+    except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError, RuntimeError) as exc:
+        yield InputFile(display, b"", warnings=[f"{display}: unreadable zip archive ({exc})"])
+
+
+def _classify(raw: bytes, display: str, mtime: float | None, limits: Limits, depth: int) -> Iterator[InputFile]:
+    """Unwrap containers by their content; yield plain files."""
+    if raw.startswith(GZIP_MAGIC):
+        raw, warnings = _gunzip(raw, display, limits)
+        if _is_tar(raw) and depth < 2:
+            yield from _from_tar(raw, display, limits)
+            return
+        yield InputFile(display, raw, mtime, warnings=warnings)
+        return
+    if raw.startswith(ZIP_MAGIC) and depth < 2:
+        yield from _from_zip(raw, display, limits)
+        return
+    if _is_tar(raw) and depth < 2:
+        yield from _from_tar(raw, display, limits)
+        return
+    yield InputFile(display, raw, mtime)
+
+
+def _read_file(path: Path, display: str, limits: Limits) -> Iterator[InputFile]:
+    try:
+        st = path.stat()
+        if st.st_size > limits.max_file_bytes:
+            too_big = f"{display}: larger than {limits.max_file_bytes >> 20} MiB, skipped"
+            yield InputFile(display, b"", warnings=[too_big])
+            return
+        raw = path.read_bytes()
+    except OSError as exc:
+        yield InputFile(display, b"", warnings=[f"{display}: cannot read ({exc.strerror or exc})"])
+        return
+    yield from _classify(raw, display, st.st_mtime, limits, depth=0)
+
+
+def _walk(root: Path, limits: Limits) -> Iterator[InputFile]:
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            count += 1
+            path = Path(dirpath) / fn
+            display = str(path)
+            if count > limits.max_members:
+                yield InputFile(str(root), b"", warnings=[f"{root}: over {limits.max_members} files, rest skipped"])
+                return
+            if path.is_symlink() or not path.is_file():
+                continue
+            yield from _read_file(path, display, limits)
+
+
+def expand_inputs(paths: Sequence[str], limits: Limits | None = None) -> Iterator[InputFile]:
+    """Every input file behind ``paths``, in the order given (directories sorted)."""
+    limits = limits or Limits()
+    for arg in paths:
+        path = Path(arg)
+        if not path.exists():
+            raise UsageError(f"no such file or directory: {arg}")
+        if path.is_dir():
+            from forensics import bundle
+
+            if bundle.is_bundle(path):
+                yield from bundle.read_bundle_files(path, limits)
+            else:
+                yield from _walk(path, limits)
+        else:
+            yield from _read_file(path, arg, limits)

@@ -1,0 +1,79 @@
+"""The contract every log-format parser meets.
+
+A parser is a small object with:
+
+``name``
+    the format's id, reported as the source ``kind`` (``dmesg``, ``journalctl-json``,
+    ``windows-event-xml``, ``torchrun`` …);
+``samples``
+    real example texts of the format (each a whole small file); the test suite
+    checks that each sample is detected as this format and parses without warnings;
+``detect(head)``
+    0–1 confidence from the first non-empty lines of a file;
+``parse(doc, ctx)``
+    yields :class:`~forensics.events.Event` and :class:`~forensics.events.MetricSample`.
+
+Parsers never raise on bad content: they skip what they cannot read and call
+``ctx.warn``. They never drop raw text: every event's ``origin`` points at its lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from typing import Protocol
+
+from forensics.events import Event, MetricSample, Origin
+from forensics.textdoc import Line, TextDocument
+
+__all__ = ["ParseContext", "Parser", "Record"]
+
+Record = Event | MetricSample
+
+
+@dataclass
+class ParseContext:
+    """What a parser knows about the file beyond its text.
+
+    ``path`` is the name shown to users; ``source`` the Event.source to stamp
+    (``file:<name>`` for loose files, ``kmsg``/``stdout``/``nvml`` inside a bundle).
+    ``year`` fills year-less stamps (from the bundle or the file's mtime); ``tz`` is the
+    zone of local wall-clock stamps when known (bundle, ``--tz``), else ``None``;
+    ``boot_time_ns`` anchors boot-relative stamps when known; ``receipt_ts`` maps a
+    byte offset to the recorder's receipt time for streams that carry none;
+    ``notable`` are literal anchors (from the signatures) that make a line of a chatty
+    log worth an event.
+    """
+
+    path: str
+    source: str
+    host: str | None = None
+    year: int | None = None
+    tz: tzinfo | None = None
+    boot_time_ns: int | None = None
+    receipt_ts: Callable[[int], int | None] | None = None
+    notable: tuple[bytes, ...] = ()
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, message: str, line: Line | None = None) -> None:
+        where = f"{self.path}:{line.no}: " if line is not None else f"{self.path}: "
+        if len(self.warnings) < 50:
+            self.warnings.append(where + message)
+        elif len(self.warnings) == 50:
+            self.warnings.append(f"{self.path}: more warnings suppressed")
+
+    def origin(self, line: Line, nlines: int = 1) -> Origin:
+        return Origin(self.path, line.no, line.offset, nlines)
+
+
+class Parser(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def samples(self) -> tuple[str, ...]: ...
+
+    def detect(self, head: list[str]) -> float: ...
+
+    def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]: ...

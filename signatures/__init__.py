@@ -1,0 +1,1 @@
+"""Shipped signature files (package data; see docs/signatures.md)."""
