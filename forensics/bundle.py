@@ -39,6 +39,6 @@ def read_bundle_files(path: Path, limits: Limits) -> Iterator[InputFile]:
 
     manifest = read_manifest(path) or {}
     host = manifest.get("host")
-    for item in _walk(path, limits):
+    for item in _walk(path, limits, bundles=False):
         item.host = item.host or host
         yield item

@@ -170,10 +170,18 @@ def _read_file(path: Path, display: str, limits: Limits) -> Iterator[InputFile]:
     yield from _classify(raw, display, st.st_mtime, limits, depth=0)
 
 
-def _walk(root: Path, limits: Limits) -> Iterator[InputFile]:
+def _walk(root: Path, limits: Limits, bundles: bool = True) -> Iterator[InputFile]:
+    """Files under ``root`` in sorted order; bundle directories inside it are read as bundles."""
+    from forensics import bundle
+
     count = 0
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
+        if bundles:
+            nested = [d for d in dirnames if bundle.is_bundle(Path(dirpath) / d)]
+            for d in nested:
+                dirnames.remove(d)
+                yield from bundle.read_bundle_files(Path(dirpath) / d, limits)
         for fn in sorted(filenames):
             count += 1
             path = Path(dirpath) / fn
