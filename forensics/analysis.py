@@ -141,7 +141,7 @@ def analyze(paths: Sequence[str], options: Options | None = None,
         per_source.append((events, metrics))
     timeline = build_timeline(per_source)
     findings, verdict = match.diagnose(timeline, signatures)
-    warnings = [w for s in sources for w in s.warnings]
+    warnings = [w for s in sources for w in s.warnings] + verdict.warnings
     return Analysis(sources, timeline, findings, verdict, warnings)
 
 
@@ -164,14 +164,19 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
             {
                 "signature": f.signature,
                 "title": f.title,
+                "category": f.category,
                 "score": round(f.score, 3),
                 "role": str(f.role),
                 "first_seen": iso(f.first_seen),
+                "last_seen": iso(f.last_seen),
+                "matched": f.matched,
                 "hosts": f.hosts,
                 "gpus": f.gpus,
                 "ranks": f.ranks,
                 "note": f.note,
+                "explain": f.explain,
                 "remedy": f.remedy,
+                "references": f.references,
                 "evidence": [
                     {"ts": iso(e.ts), "ts_source": str(e.ts_source), "source": e.source, "kind": e.kind,
                      "message": e.message, "origin": str(e.origin)}

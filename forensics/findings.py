@@ -40,6 +40,7 @@ class Finding:
     gpus: list[str] = field(default_factory=list)
     ranks: list[int] = field(default_factory=list)
     note: str = ""  # why this role: "follows xid-79 by 600 s", "benign at idle" …
+    matched: int = 0  # how many events matched the anchors (evidence keeps only some of them)
 
     @property
     def first_seen(self) -> int | None:
@@ -62,6 +63,7 @@ class Verdict:
     consequences: list[Finding] = field(default_factory=list)
     contributing: list[Finding] = field(default_factory=list)
     ruled_out: list[tuple[str, str]] = field(default_factory=list)  # (signature id, why it lost)
+    warnings: list[str] = field(default_factory=list)  # matcher trouble (a regex that timed out …)
 
     @property
     def root_cause_id(self) -> str | None:

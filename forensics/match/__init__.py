@@ -1,28 +1,94 @@
 """Signature matching and the verdict.
 
-Scaffolding only: the engine (loader, matcher, correlation, verdict) lands with
-issue 4. Until then no signature is loaded and every analysis has no findings.
+``load_signatures`` reads the shipped TOML signatures plus any user directories;
+``notable_literals`` gives the parsers the anchor literals that make a line of a
+chatty log worth an event; ``diagnose`` runs the detectors (derived events), the
+signatures and the verdict over one timeline.
+
+Modules: :mod:`.schema` (data), :mod:`.loader` (TOML → Signature, file:line errors),
+:mod:`.selectors` (evidence → events), :mod:`.correlation` (counts, order, groups),
+:mod:`.matcher` (signature → finding, score), :mod:`.detectors` (metrics, progress,
+recorder health, cross-rank), :mod:`.verdict` (root cause, consequences, confidence),
+:mod:`.evaluate` and :mod:`.lint` (the ``eval`` and ``lint-signatures`` commands).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
+from forensics.errors import SignatureError
+from forensics.events import Event
 from forensics.findings import Confidence, Finding, Verdict
+from forensics.match.detectors import run_detectors
+from forensics.match.loader import load_signatures as _load
+from forensics.match.matcher import match_signature
+from forensics.match.schema import Signature
+from forensics.match.selectors import EventIndex
+from forensics.match.verdict import decide
 from forensics.timeline import Timeline
 
-__all__ = ["diagnose", "load_signatures", "notable_literals"]
+__all__ = ["Signature", "SignatureError", "add_derived_events", "diagnose", "load_signatures", "notable_literals"]
 
 
-def load_signatures(extra_dirs: Sequence[Path] = ()) -> list[Any]:
-    return []
+def load_signatures(extra_dirs: Iterable[Path] = ()) -> list[Signature]:
+    """Shipped signatures plus those in ``extra_dirs`` (a user file with a shipped id
+    replaces it). Raises :class:`SignatureError` naming file:line for an invalid file."""
+    return _load(extra_dirs)
 
 
-def notable_literals(signatures: Sequence[Any]) -> tuple[bytes, ...]:
-    return ()
+def notable_literals(signatures: Sequence[Signature]) -> tuple[bytes, ...]:
+    """Every anchor literal, UTF-8 encoded, each once (derived-event tags excluded:
+    no raw line carries them)."""
+    seen: dict[bytes, None] = {}
+    for sig in signatures:
+        for ev in sig.anchors:
+            if ev.kinds == ("derived",):
+                continue
+            for lit in ev.literals:
+                seen.setdefault(lit.encode("utf-8"), None)
+    return tuple(seen)
 
 
-def diagnose(timeline: Timeline, signatures: Sequence[Any]) -> tuple[list[Finding], Verdict]:
-    return [], Verdict(None, Confidence.LOW, "no signatures loaded")
+def _ts_key(e: Event) -> int:
+    return e.ts if e.ts is not None else 1 << 62
+
+
+def add_derived_events(timeline: Timeline) -> list[str]:
+    """Run the detectors once and merge their derived events into ``timeline.events``
+    (by time), so every view of the timeline shows them. Returns detector warnings."""
+    if any(e.kind == "derived" for e in timeline.events):
+        return []
+    derived, warnings = run_detectors(timeline)
+    if derived:
+        timeline.events = list(heapq.merge(timeline.events, sorted(derived, key=_ts_key), key=_ts_key))
+    return warnings
+
+
+def _healthy(timeline: Timeline) -> tuple[str, Confidence]:
+    events = timeline.events
+    codes = [e.attrs.get("exit_code") for e in events if e.kind in ("exit", "recording")]
+    codes = [c for c in codes if isinstance(c, int)]
+    if codes and any(c != 0 for c in codes):
+        bad = next(c for c in codes if c != 0)
+        return (f"The run exited with status {bad}, but no known failure signature matched; "
+                "read the last lines of its output."), Confidence.LOW
+    if codes:
+        return "The recorded run finished with exit status 0 and no failure signature matched.", Confidence.HIGH
+    if not events and not timeline.metrics:
+        return "Nothing notable was found in the inputs.", Confidence.LOW
+    counted = f"{len(events)} notable event(s)" + (f" and {len(timeline.metrics)} GPU metric sample(s)"
+                                                     if timeline.metrics else "")
+    return f"No failure signature matched {counted}.", Confidence.MEDIUM
+
+
+def diagnose(timeline: Timeline, signatures: Sequence[Signature]) -> tuple[list[Finding], Verdict]:
+    """Detectors, signatures and verdict over one timeline."""
+    warnings = add_derived_events(timeline)
+    index = EventIndex(timeline.events, signatures)
+    matches = [m for sig in signatures if (m := match_signature(sig, index)) is not None]
+    note, confidence = _healthy(timeline)
+    findings, verdict = decide(matches, index.events, note, confidence)
+    verdict.warnings = warnings + index.warnings
+    return findings, verdict

@@ -1,0 +1,79 @@
+"""Detectors: small functions that read GPU metrics, progress lines, recorder health
+and c10d records, and add *derived* events (kind ``derived``, message
+``[<detector>] <sentence>``, attrs ``detector``, ``end_ts`` and the numbers) that
+signatures anchor on with ``kinds = ["derived"]`` and ``literals = ["[<detector>]"]``.
+
+| detector | reads | fires when |
+|---|---|---|
+| ``gpu-idle-while-peers-busy`` | metrics | a GPU of the job at ≤ 5 % while a peer is ≥ 80 %, 60 s (*) |
+| ``spinning-collective`` | metrics | ≥ 2 GPUs at ≥ 90 % utilization drawing ≤ 30 % of their power limit |
+| ``clock-throttle`` | metrics | HW slowdown / thermal / power-brake clock reasons under load, 10 s |
+| ``pcie-link-below-max`` | metrics | link gen or width below max while ≥ 50 % busy, 30 s |
+| ``memory-margin`` | metrics, OOM text | peak use within 512 MiB + 0.5 % of capacity; an OOM short by ≤ 5 % |
+| ``no-progress`` | progress events | silence after the last progress line ≥ 10 step-times and ≥ 3 min |
+| ``throughput-drop`` | progress events | a rate at ≤ 50 % of its earlier median, never back above 75 % |
+| ``nvml-unresponsive`` | recorder events | the recorder reports NVML calls that did not return |
+| ``nccl-desync`` / ``rank-behind`` | c10d events | see :mod:`.ranks` |
+
+(*) durations apply to dense series; on a few snapshots the last ones count (see :mod:`.frames`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from forensics.events import Event
+from forensics.match.detectors.gpu_metrics import (
+    clock_throttle,
+    gpu_idle_while_peers_busy,
+    memory_margin_nvml,
+    pcie_link_below_max,
+    spinning_collective,
+)
+from forensics.match.detectors.oom_margin import memory_margin_oom
+from forensics.match.detectors.progress import no_progress, throughput_drop
+from forensics.match.detectors.ranks import cross_rank
+from forensics.match.detectors.recorder_health import nvml_unresponsive
+from forensics.timeline import Timeline
+
+__all__ = ["DETECTORS", "run_detectors"]
+
+
+def _end_of_observation(timeline: Timeline) -> int | None:
+    span = timeline.span
+    return span[1] if span else None
+
+
+def _clean_exit(events: Sequence[Event]) -> bool:
+    """The recorded run ended with status 0 (a long quiet end is then not a stall)."""
+    return any(e.kind in ("exit", "recording") and e.attrs.get("exit_code") == 0 for e in events)
+
+
+def _no_progress(t: Timeline) -> list[Event]:
+    return [] if _clean_exit(t.events) else no_progress(t.events, _end_of_observation(t))
+
+
+DETECTORS: tuple[tuple[str, Callable[[Timeline], list[Event]]], ...] = (
+    ("gpu-idle-while-peers-busy", lambda t: gpu_idle_while_peers_busy(t.metrics)),
+    ("spinning-collective", lambda t: spinning_collective(t.metrics)),
+    ("clock-throttle", lambda t: clock_throttle(t.metrics)),
+    ("pcie-link-below-max", lambda t: pcie_link_below_max(t.metrics)),
+    ("memory-margin", lambda t: memory_margin_nvml(t.metrics) + memory_margin_oom(t.events)),
+    ("no-progress", _no_progress),
+    ("throughput-drop", lambda t: throughput_drop(t.events)),
+    ("nvml-unresponsive", lambda t: nvml_unresponsive(t.events)),
+    ("cross-rank", lambda t: cross_rank(t.events)),
+)
+
+
+def run_detectors(timeline: Timeline) -> tuple[list[Event], list[str]]:
+    """Every detector's derived events, and a warning for any detector that failed
+    (a detector bug costs that detector, not the analysis)."""
+    out: list[Event] = []
+    warnings: list[str] = []
+    for name, detect in DETECTORS:
+        try:
+            out.extend(detect(timeline))
+        except Exception as exc:  # noqa: BLE001 - reported, never raised into the analysis
+            warnings.append(f"detector {name} failed: {type(exc).__name__}: {exc}")
+    return out, warnings

@@ -1,0 +1,156 @@
+"""One signature against the timeline: anchors, excludes, correlation, supporting
+evidence, and the score.
+
+Score in [0, 1]: ``0.8 × A + 0.2 × min(1, S) + repetition``, where ``A`` is the
+largest weight among the anchor evidence that matched, ``S`` the sum of the
+weights of supporting evidence found in its window, and ``repetition`` adds 0.02
+per further distinct anchor line (at most 0.1). An anchor of weight 1 alone scores
+0.8; a weak anchor (a bare ``Killed``, weight 0.3) scores about 0.25.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from forensics.events import Event
+from forensics.findings import Finding
+from forensics.match import correlation
+from forensics.match.schema import Evidence, Signature
+from forensics.match.selectors import EventIndex
+
+__all__ = ["MAX_EVIDENCE", "Match", "match_signature", "score"]
+
+#: Evidence events kept on a finding (first ones and last ones); the count is kept in ``matched``.
+MAX_EVIDENCE = 16
+
+
+@dataclass
+class Match:
+    """A fired signature with what the verdict needs beyond the :class:`Finding`."""
+
+    sig: Signature
+    finding: Finding
+    anchors: list[int]  # positions of the anchor events that count
+    positions: list[int]  # every evidence position (anchors + supporting), uncapped
+    pids: set[int] = field(default_factory=set)
+
+    @property
+    def first_pos(self) -> int:
+        return self.anchors[0]
+
+
+def score(anchor_weight: float, support_weight: float, distinct_anchors: int) -> float:
+    """The finding's score from its evidence (see the module docstring)."""
+    repetition = min(0.1, 0.02 * max(0, distinct_anchors - 1))
+    return max(0.0, min(1.0, 0.8 * min(1.0, anchor_weight) + 0.2 * min(1.0, support_weight) + repetition))
+
+
+def _same_host(a: Event, b: Event) -> bool:
+    return a.host is None or b.host is None or a.host == b.host
+
+
+def _in_window(ev: Evidence, anchor: Event, other: Event) -> bool:
+    return _same_host(anchor, other) and (ev.window is None or ev.window.contains(anchor.ts, other.ts))
+
+
+def _excluded(sig: Signature, index: EventIndex, anchor: Event) -> bool:
+    for ex in sig.evidence:
+        if ex.role != "excludes":
+            continue
+        hits = [p for p in index.select(ex, sig.id) if _in_window(ex, anchor, index.events[p])]
+        if len(hits) >= ex.min_count:
+            return True
+    return False
+
+
+def _cap(positions: Sequence[int]) -> list[int]:
+    if len(positions) <= MAX_EVIDENCE:
+        return list(positions)
+    head = MAX_EVIDENCE * 3 // 4
+    return list(positions[:head]) + list(positions[-(MAX_EVIDENCE - head):])
+
+
+def match_signature(sig: Signature, index: EventIndex) -> Match | None:
+    """Run one signature; None when it does not fire."""
+    events = index.events
+    selected: dict[str, list[int]] = {}
+    weight_of: dict[int, float] = {}
+    anchors: set[int] = set()
+    for ev in sig.anchors:
+        hits = index.select(ev, sig.id)
+        selected[ev.name] = hits
+        if len(hits) < ev.min_count:
+            continue
+        for p in hits:
+            anchors.add(p)
+            weight_of[p] = max(weight_of.get(p, 0.0), ev.weight)
+    if not anchors:
+        return None
+    has_excludes = any(e.role == "excludes" for e in sig.evidence)
+    valid = sorted(p for p in anchors if not (has_excludes and _excluded(sig, index, events[p])))
+    if not valid:
+        return None
+    for ev in sig.evidence:
+        if ev.role == "supporting":
+            selected[ev.name] = index.select(ev, sig.id)
+    corr = sig.correlation
+    if corr is not None:
+        if corr.type == "event_count":
+            valid = correlation.event_count(valid, events, corr)
+        else:
+            valid_set = set(valid)
+            chosen = {n: ([p for p in ps if p in valid_set] if n in {a.name for a in sig.anchors} else ps)
+                      for n, ps in selected.items()}
+            chain = correlation.temporal_ordered(chosen, events, corr)
+            if not chain:
+                return None
+            valid = sorted(p for p in chain if p in valid_set) or chain
+        if not valid:
+            return None
+    support: list[int] = []
+    support_weight = 0.0
+    for ev in sig.evidence:
+        if ev.role != "supporting":
+            continue
+        hits = [p for p in selected.get(ev.name, ())
+                if any(_in_window(ev, events[a], events[p]) for a in valid[:50])]
+        if len(hits) >= ev.min_count:
+            support.extend(hits)
+            support_weight += ev.weight
+    anchor_weight = max(weight_of.get(p, 0.0) for p in valid)
+    distinct = len({events[p].message for p in valid})
+    positions = sorted(set(valid) | set(support))
+    shown = sorted(set(_cap(valid)) | set(_cap(sorted(set(support)))))
+    finding = Finding(
+        signature=sig.id,
+        title=sig.title,
+        category=sig.category,
+        score=score(anchor_weight, support_weight, distinct),
+        evidence=[events[p] for p in shown],
+        explain=sig.explain,
+        remedy=list(sig.remedy),
+        references=list(sig.references),
+        hosts=sorted({h for p in positions if (h := events[p].host)}),
+        gpus=sorted({str(events[p].gpu) for p in positions if events[p].gpu is not None}),
+        ranks=sorted({r for p in positions for r in _ranks(events[p])}),
+        matched=len(valid),
+    )
+    pids = {pid for p in valid if (pid := _pid(events[p])) is not None}
+    return Match(sig, finding, valid, positions, pids)
+
+
+def _ranks(e: Event) -> list[int]:
+    """The rank of an event, or the ranks a derived cross-rank event speaks about."""
+    if e.rank is not None:
+        return [e.rank]
+    found = e.attrs.get("ranks", e.attrs.get("rank"))
+    values = found if isinstance(found, list) else [found]
+    return [r for r in values if isinstance(r, int) and not isinstance(r, bool)]
+
+
+def _pid(e: Event) -> int | None:
+    if e.pid is not None:
+        return e.pid
+    p = e.attrs.get("pid")
+    return p if isinstance(p, int) and not isinstance(p, bool) else None

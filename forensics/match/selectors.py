@@ -1,0 +1,125 @@
+"""Evidence selectors: which events of the timeline one ``[[evidence]]`` table picks.
+
+Order of tests, cheapest first: kind bucket → one combined literal scan (any
+literal of any signature, so most events are rejected once) → the evidence's own
+literals → attrs → the regex, run with the ``regex`` module and a timeout.
+Regexes are compiled once by the loader.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from forensics.events import Event
+from forensics.match.schema import Evidence, Signature
+
+__all__ = ["MAX_REGEX_TEXT", "REGEX_TIMEOUT_S", "EventIndex"]
+
+#: Seconds one regex may run on one event before it counts as no match (and a warning).
+REGEX_TIMEOUT_S = 0.2
+#: Characters of an event's text a regex sees (a flood of assert lines can make one huge record).
+MAX_REGEX_TEXT = 256 * 1024
+
+
+def _same_value(actual: Any, wanted: Any) -> bool:
+    if actual == wanted:
+        return True
+    # TOML gives ints and strings; parsers may give either ("79" vs 79, "-9" vs -9).
+    return actual is not None and not isinstance(actual, bool | dict | list) and str(actual) == str(wanted)
+
+
+class EventIndex:
+    """The events of one analysis, indexed for the selectors.
+
+    ``events`` is in timeline order; evidence results are lists of positions in it.
+    """
+
+    def __init__(self, events: Sequence[Event], signatures: Iterable[Signature] = ()) -> None:
+        self.events = list(events)
+        self.warnings: list[str] = []
+        self._texts: list[str] = [e.text for e in self.events]
+        self._lower: dict[int, str] = {}
+        self._by_kind: dict[str, list[int]] = defaultdict(list)
+        for i, e in enumerate(self.events):
+            self._by_kind[e.kind].append(i)
+        literals = sorted({lit for sig in signatures for ev in sig.evidence for lit in ev.literals},
+                          key=len, reverse=True)
+        self._has_literal: list[bool] | None = None
+        if literals:
+            scan = re.compile("|".join(re.escape(lit) for lit in literals), re.IGNORECASE)
+            self._has_literal = [scan.search(t) is not None for t in self._texts]
+        self._cache: dict[int, list[int]] = {}
+        self._timed_out: set[tuple[str, str]] = set()
+
+    def lower(self, i: int) -> str:
+        text = self._lower.get(i)
+        if text is None:
+            text = self._lower[i] = self._texts[i].lower()
+        return text
+
+    def _candidates(self, ev: Evidence) -> Iterable[int]:
+        if ev.kinds:
+            positions = sorted(p for k in ev.kinds for p in self._by_kind.get(k, ()))
+        else:
+            positions = list(range(len(self.events)))
+        if ev.literals and self._has_literal is not None:
+            has = self._has_literal
+            return [p for p in positions if has[p]]
+        return positions
+
+    def _attrs_ok(self, ev: Evidence, e: Event) -> bool:
+        for key, wanted in ev.attrs:
+            actual = e.attrs.get(key) if key in e.attrs else getattr(e, key, None) if key in _EVENT_FIELDS else None
+            if not any(_same_value(actual, w) for w in wanted):
+                return False
+        return True
+
+    def _regex_ok(self, ev: Evidence, i: int, sig_id: str) -> bool:
+        assert ev.pattern is not None
+        text = self._texts[i]
+        if len(text) > MAX_REGEX_TEXT:
+            text = text[:MAX_REGEX_TEXT]
+        try:
+            return ev.pattern.search(text, timeout=REGEX_TIMEOUT_S) is not None
+        except TimeoutError:
+            key = (sig_id, ev.name)
+            if key not in self._timed_out:
+                self._timed_out.add(key)
+                self.warnings.append(
+                    f"signature {sig_id}: regex of evidence {ev.name!r} ran over {REGEX_TIMEOUT_S} s on "
+                    f"{self.events[i].origin} and was skipped there")
+            return False
+
+    def select(self, ev: Evidence, sig_id: str = "") -> list[int]:
+        """Positions of the events ``ev`` selects, in timeline order."""
+        cached = self._cache.get(id(ev))
+        if cached is not None:
+            return cached
+        out: list[int] = []
+        events, texts = self.events, self._texts
+        lits = ev.literals
+        low_lits = tuple(lit.lower() for lit in lits) if ev.ignore_case else ()
+        for i in self._candidates(ev):
+            e = events[i]
+            if ev.sources and not e.source.startswith(ev.sources):
+                continue
+            if lits:
+                if ev.ignore_case:
+                    low = self.lower(i)
+                    if not any(lit in low for lit in low_lits):
+                        continue
+                elif not any(lit in texts[i] for lit in lits):
+                    continue
+            if ev.attrs and not self._attrs_ok(ev, e):
+                continue
+            if ev.pattern is not None and not self._regex_ok(ev, i, sig_id):
+                continue
+            out.append(i)
+        self._cache[id(ev)] = out
+        return out
+
+
+_EVENT_FIELDS = frozenset({"host", "gpu", "rank", "pid", "kind", "source", "severity"})

@@ -1,0 +1,245 @@
+"""From fired signatures to one answer: root cause, consequences, contributing risks,
+the runners-up and why they lost, and how sure we are.
+
+Rules (docs/signatures.md, "How the verdict is made"):
+
+* ``risk = true`` findings are never a root cause; they are contributing.
+* Finding G *explains* finding F when F lists G in ``consequence_of`` (or lists
+  ``"*"`` and G has a higher ``priority``), and time and place allow it: G did not
+  start after F ended (30 s tolerance for clocks and interleaved output), G is not
+  far older than F (1 h, or 1.5 × a watchdog timeout carried by F's evidence), and
+  for named links both happened on the same host when both hosts are known. Without
+  timestamps, ``"*"`` links need G no later than F in the same file (a few hundred
+  lines of slack for interleaved output); named links need nothing more.
+* The root cause is the strongest finding that nothing else explains; strength is
+  ``priority × (0.5 + 0.5 × score)``; among findings of similar strength with
+  timestamps the earliest wins. A timed finding more than 2 h older than the latest
+  one that explains none of the later findings is an earlier, separate incident.
+* Consequences are everything the root explains, directly or through a chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from forensics.events import Event
+from forensics.findings import Confidence, Finding, Role, Verdict
+from forensics.match.matcher import Match
+
+__all__ = ["decide"]
+
+TOLERANCE_NS = 30 * 10**9
+DEFAULT_MAX_GAP_NS = 3600 * 10**9
+STALE_NS = 2 * 3600 * 10**9
+NEAR_LINES = 300
+LEAGUE = 12.0  # strength difference within which the earlier finding wins
+
+
+@dataclass
+class _Node:
+    m: Match
+    first: int | None  # earliest anchor time
+    last: int | None
+    lines: dict[str, tuple[int, int]]  # file -> (first line, last line) of its evidence
+    strength: float
+    max_gap: int
+
+    @property
+    def sig_id(self) -> str:
+        return self.m.sig.id
+
+
+def _node(m: Match, events: Sequence[Event]) -> _Node:
+    evs = [events[p] for p in m.positions]
+    stamps = [e.ts for e in (events[p] for p in m.anchors) if e.ts is not None]
+    lines: dict[str, tuple[int, int]] = {}
+    for e in evs:
+        lo, hi = lines.get(e.origin.path, (e.origin.line, e.origin.line))
+        lines[e.origin.path] = (min(lo, e.origin.line), max(hi, e.origin.line + e.origin.nlines - 1))
+    timeouts = [t for e in evs if isinstance(t := e.attrs.get("timeout_ms"), int | float) and t > 0]
+    max_gap = max(DEFAULT_MAX_GAP_NS, int(max(timeouts, default=0) * 1.5e6) + 60 * 10**9)
+    strength = m.sig.priority * (0.5 + 0.5 * m.finding.score)
+    return _Node(m, min(stamps) if stamps else None, max(stamps) if stamps else None, lines, strength, max_gap)
+
+
+def _explains(g: _Node, f: _Node) -> bool:
+    """True when ``g`` can be the cause of ``f`` (see the module docstring)."""
+    listed = f.m.sig.consequence_of
+    named = g.sig_id in listed
+    star = "*" in listed and g.m.sig.priority > f.m.sig.priority
+    if not (named or star):
+        return False
+    gh, fh = set(g.m.finding.hosts), set(f.m.finding.hosts)
+    if named and not star and gh and fh and not gh & fh:
+        return False
+    if g.first is not None and f.first is not None and f.last is not None and g.last is not None:
+        if g.first > f.last + TOLERANCE_NS:
+            return False
+        return f.first - g.last <= f.max_gap
+    if star and not named:
+        for path, (g_lo, _) in g.lines.items():
+            if path in f.lines and g_lo > f.lines[path][1] + NEAR_LINES:
+                return False
+    return True
+
+
+def _order_key(n: _Node) -> tuple[int, int]:
+    return (n.first if n.first is not None else 1 << 62, n.m.first_pos)
+
+
+def _pick_root(pool: list[_Node]) -> _Node:
+    best = max(n.strength for n in pool)
+    league = [n for n in pool if n.strength >= best - LEAGUE]
+    if len(league) > 1 and all(n.first is not None for n in league):
+        return min(league, key=lambda n: (_order_key(n), -n.strength))
+    return max(pool, key=lambda n: (n.strength, -_order_key(n)[0], -n.m.first_pos))
+
+
+def _gap(a: int | None, b: int | None) -> str:
+    if a is None or b is None:
+        return ""
+    secs = (b - a) / 1e9
+    if abs(secs) < 1:
+        return " within the same second"
+    unit, val = ("s", secs) if abs(secs) < 120 else ("min", secs / 60) if abs(secs) < 7200 else ("h", secs / 3600)
+    return f" {val:.0f} {unit} later" if secs > 0 else f" {-val:.0f} {unit} earlier"
+
+
+def _link_note(parent: _Node, child: _Node) -> str:
+    note = f"follows {parent.sig_id}{_gap(parent.first, child.first)}"
+    shared = parent.m.pids & child.m.pids
+    if shared:
+        note += f" (same pid {', '.join(map(str, sorted(shared)))})"
+    return note
+
+
+def _why_lost(loser: _Node, root: _Node) -> str:
+    if loser.m.sig.priority < root.m.sig.priority:
+        return (f"lower priority ({loser.m.sig.priority}) than {root.sig_id} ({root.m.sig.priority}) "
+                f"and not its cause")
+    if loser.strength < root.strength - LEAGUE or loser.first is None or root.first is None:
+        return f"weaker evidence (score {loser.m.finding.score:.2f} vs {root.m.finding.score:.2f})"
+    return f"happened after {root.sig_id}{_gap(root.first, loser.first).replace(' later', '')}"
+
+
+def _confidence(root: _Node, runners_up: list[_Node], consequences: list[_Node]) -> tuple[Confidence, str]:
+    s = root.m.finding.score
+    level = 2 if s >= 0.75 else 1 if s >= 0.5 else 0
+    reason = ""
+    sources = {e.origin.path for e in root.m.finding.evidence}
+    corroborated = len(sources) > 1 or any(n.first is not None for n in consequences) or s >= 0.85
+    if corroborated and level == 0:
+        level = 1
+    elif corroborated and level == 1 and s >= 0.6:
+        level = 2
+    if "*" in root.m.sig.consequence_of and level == 2:
+        level = 1
+        reason = f"{root.sig_id} is usually a symptom, and nothing in the logs shows what caused it"
+    close = [n for n in runners_up if n.strength >= 0.9 * root.strength]
+    if close and level > 0:
+        level -= 1
+        reason = f"{close[0].sig_id} explains the logs almost as well"
+    return (Confidence.HIGH, Confidence.MEDIUM, Confidence.LOW)[2 - level], reason
+
+
+def _where(f: Finding) -> str:
+    parts = []
+    if f.hosts:
+        parts.append("host " + ", ".join(f.hosts[:3]) + (" …" if len(f.hosts) > 3 else ""))
+    if f.gpus:
+        parts.append("GPU " + ", ".join(f.gpus[:4]) + (" …" if len(f.gpus) > 4 else ""))
+    if f.ranks:
+        parts.append("rank " + ", ".join(map(str, f.ranks[:6])) + (" …" if len(f.ranks) > 6 else ""))
+    return f" on {'; '.join(parts)}" if parts else ""
+
+
+def _summary(root: _Node, consequences: list[_Node], reason: str) -> str:
+    from forensics.report import iso
+
+    f = root.m.finding
+    when = f" at {iso(root.first)}" if root.first is not None else ""
+    text = f"{f.title}{_where(f)}{when}."
+    if consequences:
+        text += " Then: " + " → ".join(n.sig_id for n in consequences) + "."
+    if reason:
+        text += f" Not certain: {reason}."
+    return text
+
+
+def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str = "",
+           healthy_confidence: Confidence = Confidence.MEDIUM) -> tuple[list[Finding], Verdict]:
+    """Order fired signatures into the verdict. Returns the findings (root first, then
+    consequences, then the rest) with their roles and notes set, and the verdict."""
+    nodes = [_node(m, events) for m in matches]
+    risks = [n for n in nodes if n.m.sig.risk]
+    causes = [n for n in nodes if not n.m.sig.risk]
+    for n in risks:
+        n.m.finding.role = Role.CONTRIBUTING
+        n.m.finding.note = n.m.finding.note or "a risk, not a cause on its own"
+    if not causes:
+        verdict = Verdict(None, healthy_confidence, healthy_note, contributing=[n.m.finding for n in risks])
+        return [n.m.finding for n in sorted(risks, key=_order_key)], verdict
+
+    edges = {id(g): [f for f in causes if f is not g and _explains(g, f)] for g in causes}
+    explained = {id(f) for g in causes for f in edges[id(g)]}
+    timed = [n.first for n in causes if n.first is not None]
+    latest = max(timed) if timed else None
+    stale = {id(n) for n in causes
+             if latest is not None and n.last is not None and latest - n.last > STALE_NS and not edges[id(n)]}
+    candidates = [n for n in causes if id(n) not in stale] or causes
+    pool = [n for n in candidates if id(n) not in explained] or candidates
+    root = _pick_root(pool)
+
+    reached: dict[int, _Node] = {}  # consequence id -> parent
+    frontier = [root]
+    while frontier:
+        nxt = []
+        for g in frontier:
+            for f in edges[id(g)]:
+                if f is not root and id(f) not in reached:
+                    reached[id(f)] = g
+                    nxt.append(f)
+        frontier = nxt
+    consequences = sorted((n for n in causes if id(n) in reached), key=_order_key)
+
+    root.m.finding.role = Role.ROOT_CAUSE
+    root.m.finding.note = (f"root cause; explains {len(consequences)} other finding(s)" if consequences
+                           else "root cause")
+    for n in consequences:
+        n.m.finding.role = Role.CONSEQUENCE
+        n.m.finding.note = _link_note(reached[id(n)], n)
+    ruled_out: list[tuple[str, str]] = []
+    side: list[_Node] = []
+    runners_up: list[_Node] = []
+    for n in sorted(causes, key=lambda n: -n.strength):
+        if n is root or id(n) in reached:
+            continue
+        n.m.finding.role = Role.CONTRIBUTING
+        parents = [g for g in causes if n in edges[id(g)]]
+        if id(n) in stale:
+            gap = (latest - n.last) / 3.6e12 if latest is not None and n.last is not None else 0
+            why = f"an earlier, separate incident ({gap:.1f} h before the latest finding)"
+        elif parents:
+            n.m.finding.note = _link_note(parents[0], n)
+            side.append(n)
+            continue
+        else:
+            why = _why_lost(n, root)
+            runners_up.append(n)
+        n.m.finding.note = f"ruled out: {why}"
+        ruled_out.append((n.sig_id, why))
+
+    confidence, reason = _confidence(root, runners_up, consequences)
+    ordered = [root, *consequences, *sorted(side + risks, key=_order_key),
+               *[n for n in sorted(causes, key=lambda n: -n.strength)
+                 if n is not root and id(n) not in reached and n not in side]]
+    verdict = Verdict(
+        root_cause=root.m.finding,
+        confidence=confidence,
+        summary=_summary(root, consequences, reason),
+        consequences=[n.m.finding for n in consequences],
+        contributing=[n.m.finding for n in sorted(risks + side, key=_order_key)],
+        ruled_out=ruled_out,
+    )
+    return [n.m.finding for n in ordered], verdict
