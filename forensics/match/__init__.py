@@ -39,11 +39,12 @@ def load_signatures(extra_dirs: Iterable[Path] = ()) -> list[Signature]:
 
 
 def notable_literals(signatures: Sequence[Signature]) -> tuple[bytes, ...]:
-    """Every anchor literal, UTF-8 encoded, each once (derived-event tags excluded:
-    no raw line carries them)."""
+    """Every evidence literal (anchors, and supporting/excludes lines, which must become
+    events too to be seen), UTF-8 encoded, each once; derived-event tags are left out
+    since no raw line carries them."""
     seen: dict[bytes, None] = {}
     for sig in signatures:
-        for ev in sig.anchors:
+        for ev in sig.evidence:
             if ev.kinds == ("derived",):
                 continue
             for lit in ev.literals:

@@ -127,8 +127,8 @@ def _pct(pair: tuple[int, int]) -> str:
     return f"{n}/{d} ({n / d:.0%})" if d else "0/0"
 
 
-def print_report(report: EvalReport, verbose: bool = False, out: TextIO = sys.stdout) -> None:
-    w = out.write
+def print_report(report: EvalReport, verbose: bool = False, out: TextIO | None = None) -> None:
+    w = (out or sys.stdout).write
     if verbose:
         for r in report.results:
             mark = "ok  " if r.correct else "MISS"

@@ -327,8 +327,8 @@ def check_text(text: str, path: str, stem: str | None = None) -> tuple[Signature
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
-        m = re.search(r"\(at line (\d+), column \d+\)", msg)
-        line = int(m.group(1)) if m else 0
+        m = re.search(r"\(at line (\d+), column \d+\)|\(at end of document\)", msg)
+        line = (int(m.group(1)) if m.group(1) else max(1, len(text.splitlines()))) if m else 0
         reason = msg[: m.start()].rstrip() if m else msg
         c.error(line, f"TOML syntax error: {reason}")
         return None, c.problems

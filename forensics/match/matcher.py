@@ -43,7 +43,7 @@ class Match:
 def score(anchor_weight: float, support_weight: float, distinct_anchors: int) -> float:
     """The finding's score from its evidence (see the module docstring)."""
     repetition = min(0.1, 0.02 * max(0, distinct_anchors - 1))
-    return max(0.0, min(1.0, 0.8 * min(1.0, anchor_weight) + 0.2 * min(1.0, support_weight) + repetition))
+    return round(max(0.0, min(1.0, 0.8 * min(1.0, anchor_weight) + 0.2 * min(1.0, support_weight) + repetition)), 3)
 
 
 def _same_host(a: Event, b: Event) -> bool:

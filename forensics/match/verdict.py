@@ -115,12 +115,15 @@ def _link_note(parent: _Node, child: _Node) -> str:
 
 
 def _why_lost(loser: _Node, root: _Node) -> str:
+    timed = loser.first is not None and root.first is not None
+    if timed and loser.strength >= root.strength - LEAGUE and _order_key(root) < _order_key(loser):
+        return f"happened after {root.sig_id}{_gap(root.first, loser.first).replace(' later', '')}"
     if loser.m.sig.priority < root.m.sig.priority:
         return (f"lower priority ({loser.m.sig.priority}) than {root.sig_id} ({root.m.sig.priority}) "
                 f"and not its cause")
-    if loser.strength < root.strength - LEAGUE or loser.first is None or root.first is None:
+    if loser.m.finding.score < root.m.finding.score:
         return f"weaker evidence (score {loser.m.finding.score:.2f} vs {root.m.finding.score:.2f})"
-    return f"happened after {root.sig_id}{_gap(root.first, loser.first).replace(' later', '')}"
+    return f"as likely as {root.sig_id}, which comes first in the logs"
 
 
 def _confidence(root: _Node, runners_up: list[_Node], consequences: list[_Node]) -> tuple[Confidence, str]:

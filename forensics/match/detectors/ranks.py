@@ -24,6 +24,9 @@ from forensics.match.detectors.common import derived
 
 __all__ = ["cross_rank", "rank_ranges"]
 
+#: Without process-group names, SeqNums further apart than this are not compared.
+SEQ_NEAR = 64
+
 
 @dataclass(frozen=True)
 class _Wait:
@@ -137,13 +140,19 @@ def _first_per_rank(waits: Sequence[_Wait]) -> dict[int, _Wait]:
     return per
 
 
-def _desync(per: dict[int, _Wait]) -> list[list[_Wait]] | None:
-    """Groups of ranks that wait in different collectives, or None when they agree."""
+def _desync(per: dict[int, _Wait], pg_known: bool) -> list[list[_Wait]] | None:
+    """Groups of ranks that wait in different collectives, or None when they agree.
+
+    Without process-group names, SeqNums far apart belong to different groups (each
+    group counts its own), so only nearby SeqNums are compared.
+    """
     groups: dict[tuple[object, ...], list[_Wait]] = defaultdict(list)
     for w in per.values():
         groups[(w.seq,)].append(w)
     seqs = {w.seq for w in per.values() if w.seq is not None}
     if len(seqs) > 1:
+        if not pg_known and max(seqs) - min(seqs) > SEQ_NEAR:
+            return None
         return sorted(groups.values(), key=lambda g: min(w.rank for w in g))
     ops = {w.op_key for w in per.values() if w.op_key}
     sizes = {w.numel_in for w in per.values() if w.numel_in is not None}
@@ -179,7 +188,7 @@ def cross_rank(events: Sequence[Event]) -> list[Event]:
     for pg, pg_waits in by_pg.items():
         per = _first_per_rank(pg_waits)
         pg_text = f" in process group {pg}" if pg is not None and len(by_pg) > 1 else ""
-        groups = _desync(per) if len(per) >= 2 else None
+        groups = _desync(per, pg is not None) if len(per) >= 2 else None
         if groups:
             desc = "; ".join(f"{_label(w.rank for w in g)} in {g[0].describe()}" for g in groups)
             sentence = f"ranks wait in different collectives{pg_text}: {desc}"

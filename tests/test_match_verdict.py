@@ -1,0 +1,160 @@
+"""The verdict: root cause vs consequences, pid joins, wrappers, risks, stale
+incidents, confidence, and the healthy case."""
+
+from matchkit import by_id, ev, run, sample
+
+from forensics.findings import Confidence, Role
+
+XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus."
+UNKNOWN = "RuntimeError: CUDA error: unknown error"
+WATCHDOG = ("[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=80, OpType=ALLREDUCE, "
+            "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.")
+SIGABRT = "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -6) local_rank: {r} (pid: {pid})"
+
+
+def _xid79_story(timed: bool) -> list:
+    def t(x: float) -> float | None:
+        return x if timed else None
+    return [
+        ev(XID79, kind="xid", t=t(0), path="dmesg.txt", host="node1", gpu="0000:3b:00.0"),
+        ev(UNKNOWN, kind="traceback", t=t(2), path="train.log", host="node1", rank=3),
+        *[ev(WATCHDOG.format(r=r), kind="c10d", t=t(600 + r * 0.1), path="train.log", host="node1", rank=r,
+             timeout_ms=600000) for r in (0, 1, 2)],
+        ev(SIGABRT.format(r=0, pid=4000), kind="torchrun", t=t(601), path="train.log", host="node1"),
+    ]
+
+
+def test_xid79_then_unknown_error_then_watchdogs() -> None:
+    findings, v = run(_xid79_story(timed=True))
+    assert v.root_cause_id == "xid-79-fallen-off-bus"
+    assert [f.signature for f in v.consequences] == ["cuda-unknown-error", "nccl-watchdog-timeout",
+                                                     "worker-killed-signal"]
+    assert v.confidence == Confidence.HIGH
+    assert by_id(findings)["nccl-watchdog-timeout"].note == "follows xid-79-fallen-off-bus 10 min later"
+    assert by_id(findings)["nccl-watchdog-timeout"].role == Role.CONSEQUENCE
+    assert findings[0].role == Role.ROOT_CAUSE and findings[0].signature == "xid-79-fallen-off-bus"
+    assert "Then: cuda-unknown-error → nccl-watchdog-timeout → worker-killed-signal" in v.summary
+
+
+def test_same_story_without_timestamps_uses_file_order_and_priority() -> None:
+    _, v = run(_xid79_story(timed=False))
+    assert v.root_cause_id == "xid-79-fallen-off-bus"
+    assert {f.signature for f in v.consequences} == {"cuda-unknown-error", "nccl-watchdog-timeout",
+                                                     "worker-killed-signal"}
+
+
+def test_watchdog_alone_is_the_root_with_medium_confidence() -> None:
+    _, v = run([ev(WATCHDOG.format(r=1), kind="c10d")])
+    assert v.root_cause_id == "nccl-watchdog-timeout"
+    assert v.confidence == Confidence.MEDIUM
+    assert "usually a symptom" in v.summary
+
+
+def test_exitcode_minus_9_joins_the_oom_killer_by_pid() -> None:
+    events = [
+        ev("[Tue May 21 15:43:01 2025] Out of memory: Killed process 14750 (python) total-vm:100kB", t=0,
+           kind="oom-killer", pid=14750, path="dmesg.txt"),
+        ev("failed (exitcode: -9) local_rank: 0 (pid: 14750) of binary: /usr/bin/python", t=2, kind="torchrun",
+           pid=14750, path="torchrun.log"),
+    ]
+    findings, v = run(events)
+    assert v.root_cause_id == "host-oom-killer"
+    assert by_id(findings)["worker-killed-signal"].note == "follows host-oom-killer 2 s later (same pid 14750)"
+
+
+def test_exitcode_minus_9_alone_is_the_root() -> None:
+    _, v = run([ev("failed (exitcode: -9) local_rank: 0 (pid: 14750) of binary: /usr/bin/python")])
+    assert v.root_cause_id == "worker-killed-signal"
+
+
+def test_wrapper_yields_to_what_it_wraps() -> None:
+    line = ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled cuda error, "
+            "NCCL version 2.14.3 ncclUnhandledCudaError: Call to CUDA function failed. Last error: "
+            "Cuda failure 'an illegal memory access was encountered'")
+    findings, v = run([ev(line, kind="traceback")])
+    assert v.root_cause_id == "cuda-illegal-memory-access"
+    assert [f.signature for f in v.consequences] == ["nccl-error"]
+    # The wrapped error printed a little later in the same file still explains the wrapper.
+    _, v2 = run([ev("RuntimeError: NCCL error in: x.cpp:1, unhandled cuda error", line=10),
+                 ev("CUDA error: an illegal memory access was encountered", line=25)])
+    assert v2.root_cause_id == "cuda-illegal-memory-access"
+    assert [f.signature for f in v2.consequences] == ["nccl-error"]
+
+
+def test_star_link_needs_the_cause_first_in_the_same_file() -> None:
+    # An unknown error far below a watchdog line in one file did not cause that earlier timeout.
+    _, v = run([ev(WATCHDOG.format(r=0), line=10), ev(UNKNOWN, line=5000)])
+    assert v.root_cause_id == "cuda-unknown-error"
+    assert v.consequences == []
+    assert v.ruled_out[0][0] == "nccl-watchdog-timeout"
+
+
+def test_confidence_reflects_the_evidence() -> None:
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."
+    _, v = run([ev(oom, kind="traceback")])
+    assert (v.root_cause_id, v.confidence) == ("torch-cuda-oom", Confidence.HIGH)
+    _, v = run([ev("Killed")])
+    assert (v.root_cause_id, v.confidence) == ("host-oom-killer", Confidence.LOW)
+
+
+def test_risk_is_never_the_root_cause() -> None:
+    samples = [sample("0", t, mem_used_mib=81300, mem_total_mib=81559, util_gpu_pct=90) for t in (0, 1, 2)]
+    findings, v = run([ev("epoch 1 step 10 loss 2.3", kind="progress", t=0)], metrics=samples)
+    assert v.root_cause is None
+    assert [f.signature for f in v.contributing] == ["memory-margin"]
+    assert findings[0].role == Role.CONTRIBUTING
+
+
+def test_oom_with_small_shortfall_has_memory_margin_contributing() -> None:
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.35 GiB. GPU 3 has a total capacity of "
+           "63.42 GiB of which 1.70 GiB is free.")
+    _, v = run([ev(oom, kind="traceback")])
+    assert v.root_cause_id == "torch-cuda-oom"
+    assert [f.signature for f in v.contributing] == ["memory-margin"]
+
+
+def test_healthy_run_says_so() -> None:
+    findings, v = run([ev("epoch 1 step 10 loss 2.31", kind="progress"),
+                       ev("NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>", kind="nccl")])
+    assert findings == [] and v.root_cause is None
+    assert v.summary.startswith("No failure signature matched 2 notable event(s)")
+    _, v = run([ev("done", kind="exit", exit_code=0)])
+    assert v.confidence == Confidence.HIGH
+    _, v = run([])
+    assert v.confidence == Confidence.LOW
+
+
+def test_an_old_unrelated_incident_is_ruled_out() -> None:
+    days = 3 * 86400
+    events = [ev(XID79, t=0, path="dmesg.txt"),
+              ev("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 40.00 GiB.", t=days)]
+    _, v = run(events)
+    assert v.root_cause_id == "torch-cuda-oom"
+    assert v.ruled_out == [("xid-79-fallen-off-bus", "an earlier, separate incident (72.0 h before the latest "
+                                                     "finding)")]
+
+
+def test_runner_up_and_why_it_lost() -> None:
+    events = [ev("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 40.00 GiB.", line=1),
+              ev("CUDA error: an illegal memory access was encountered", line=2)]
+    _, v = run(events)
+    assert v.root_cause_id == "torch-cuda-oom"
+    assert v.ruled_out == [("cuda-illegal-memory-access", "as likely as torch-cuda-oom, which comes first in the logs")]
+    assert v.confidence == Confidence.MEDIUM  # the runner-up explains the logs almost as well
+
+
+def test_earliest_of_similar_strength_wins_with_timestamps() -> None:
+    events = [ev("CUDA error: an illegal memory access was encountered", t=0, rank=5),
+              ev("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 40.00 GiB.", t=30, rank=2)]
+    _, v = run(events)
+    assert v.root_cause_id == "cuda-illegal-memory-access"
+    assert v.ruled_out == [("torch-cuda-oom", "happened after cuda-illegal-memory-access 30 s")]
+
+
+def test_named_links_stay_on_their_host() -> None:
+    events = [ev("Out of memory: Killed process 99 (python)", t=0, host="a"),
+              ev("failed (exitcode: -9) local_rank: 0 (pid: 14750)", t=5, host="b")]
+    findings, v = run(events)
+    # worker-killed-signal also says "*", so the stronger finding still explains it, but not by the pid/host link.
+    assert v.root_cause_id == "host-oom-killer"
+    assert "same pid" not in by_id(findings)["worker-killed-signal"].note
