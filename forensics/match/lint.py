@@ -48,18 +48,18 @@ def lint_paths(targets: Sequence[Path]) -> tuple[int, list[Problem]]:
             linted[sig.id] = (sig, str(path))
     # Examples run with every signature that would be loaded alongside (shipped + linted).
     by_id: dict[str, Signature] = {}
-    for path in shipped_paths():
-        shipped, _ = check_file(path)
+    for shipped_path in shipped_paths():
+        shipped, _ = check_file(shipped_path)
         if shipped is not None:
             by_id[shipped.id] = shipped
     by_id.update({sid: sig for sid, (sig, _) in linted.items()})
     everything = list(by_id.values())
-    for sig, path in linted.values():
+    for sig, shown in linted.values():
         for outcome in check_examples(sig, everything):
             if not outcome.ok:
                 want = "fire" if outcome.example.match else "stay silent"
                 got = "it stayed silent" if outcome.example.match else "it fired"
-                problems.append(Problem(path, outcome.example.line,
+                problems.append(Problem(shown, outcome.example.line,
                                         f"example should {want} for {sig.id}, but {got}"))
     return len(files), sorted(problems, key=lambda p: (p.path, p.line))
 
