@@ -153,6 +153,12 @@ def _classify(raw: bytes, display: str, mtime: float | None, limits: Limits, dep
     if _is_tar(raw) and depth < 2:
         yield from _from_tar(raw, display, limits)
         return
+    if raw.startswith(b"ElfFile\x00"):  # binary .evtx: its records as XML text (kind windows-evtx)
+        from forensics.parsers.windows_evtx import evtx_to_xml
+
+        xml, evtx_warnings = evtx_to_xml(raw)
+        yield InputFile(display, xml, mtime, warnings=[f"{display}: {w}" for w in evtx_warnings])
+        return
     yield InputFile(display, raw, mtime)
 
 

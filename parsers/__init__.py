@@ -8,13 +8,50 @@ on a tie the earlier entry wins, so specific formats come before generic ones
 
 from __future__ import annotations
 
-from forensics.parsers import plaintext
+from forensics.parsers import (
+    dcgmi,
+    k8s_device_plugin,
+    lspci,
+    nvidia_bug_report,
+    nvidia_smi,
+    nvidia_smi_csv,
+    nvidia_smi_dmon,
+    nvidia_smi_pmon,
+    nvidia_smi_q,
+    nvidia_smi_topo,
+    nvidia_smi_xml,
+    plaintext,
+    windbg,
+    windows_event_csv,
+    windows_event_powershell,
+    windows_event_text,
+    windows_event_xml,
+    windows_evtx,
+)
 from forensics.parsers.base import ParseContext, Parser, Record
 
 __all__ = ["PARSERS", "ParseContext", "Parser", "Record", "detect", "parser_by_name"]
 
 PARSERS: tuple[Parser, ...] = (
     # Specific formats first; each module exposes one PARSER.
+    # Windows event logs and NVIDIA tools (most specific markers first).
+    windows_evtx.PARSER,
+    nvidia_bug_report.PARSER,
+    windows_event_xml.PARSER,
+    windows_event_csv.PARSER,
+    windows_event_text.PARSER,
+    windows_event_powershell.PARSER,
+    windbg.PARSER,
+    nvidia_smi_xml.PARSER,
+    nvidia_smi_q.PARSER,
+    nvidia_smi_topo.PARSER,
+    nvidia_smi_dmon.PARSER,
+    nvidia_smi_pmon.PARSER,
+    nvidia_smi_csv.PARSER,
+    dcgmi.PARSER,
+    lspci.PARSER,
+    k8s_device_plugin.PARSER,
+    nvidia_smi.PARSER,
     plaintext.PARSER,  # always last: the catch-all
 )
 

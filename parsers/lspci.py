@@ -1,0 +1,117 @@
+"""``lspci -vv``/``-vvv`` (also ``-nn``, ``-D``, the ``-xxxx`` dumps of nvidia-bug-report): device
+headers and their PCIe ``LnkCap``/``LnkSta`` lines.
+
+NVIDIA display devices (vendor 10de or "NVIDIA") give a ``gpu-info`` event; their link status a
+``pcie-link`` event (``gen``/``width`` now and at most). A link excerpt pasted without its device
+header is kept too (``gpu`` unknown). Speed below capability is normal at idle (GPUs drop to Gen1
+to save power) and is reported at info; a narrower width is a warning.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from forensics.events import Severity
+from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.nvidia_smi_common import normalize_bus_id, smi_event
+from forensics.textdoc import Line, TextDocument
+
+__all__ = ["PARSER", "gen_of_speed"]
+
+_DEVICE = re.compile(r"^((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+([^:]+?):\s+(.+)$")
+_LNK = re.compile(r"^\s*(LnkCap|LnkSta):\s*(.*)$")
+_SPEED = re.compile(r"Speed\s+(\d+(?:\.\d+)?)GT/s(?:\s*\((downgraded|ok)\))?")
+_WIDTH = re.compile(r"Width\s+x(\d+)(?:\s*\((downgraded|ok)\))?")
+_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def gen_of_speed(gts: float) -> int | None:
+    """PCIe generation of a link speed in GT/s (2.5 → 1 … 64 → 6)."""
+    return _GEN.get(gts)
+
+
+class _Dev:
+    def __init__(self, line: Line | None, bus: str | None, cls: str, desc: str) -> None:
+        self.line, self.bus, self.cls, self.desc = line, bus, cls, desc
+        self.cap: tuple[float | None, int | None] = (None, None)
+
+    @property
+    def nvidia(self) -> bool:
+        return "NVIDIA" in self.desc or "[10de:" in self.desc
+
+    @property
+    def display(self) -> bool:
+        return any(k in self.cls for k in ("VGA", "3D", "Display"))
+
+    @property
+    def wanted(self) -> bool:
+        return self.line is None or (self.nvidia and self.display)
+
+
+class LspciParser:
+    name = "lspci"
+    samples = (
+        # Real: LnkCap/LnkSta of an RTX 4090 on a riser, pasted without its header (corpus janhq183).
+        """    LnkCap: Port #0, Speed 16GT/s, Width x16, ASPM L1, Exit Latency L1 <16us
+    LnkSta: Speed 2.5GT/s (downgraded), Width x16 (ok)
+""",
+        # Shape: `lspci -vvv -nn` of an NVIDIA GPU (field layout as lspci prints it).
+        """0c:00.0 VGA compatible controller [0300]: NVIDIA Corporation Device [10de:2c05] (rev a1) (prog-if 00 [VGA controller])
+	Subsystem: Micro-Star International Co., Ltd. [MSI] Device [1462:5316]
+	Capabilities: [60] Express (v2) Legacy Endpoint, MSI 00
+		LnkCap:	Port #0, Speed 16GT/s, Width x16, ASPM L1, Exit Latency L1 <4us
+		LnkSta:	Speed 16GT/s (ok), Width x4 (downgraded)
+0c:00.1 Audio device [0403]: NVIDIA Corporation Device [10de:22e9] (rev a1)
+		LnkSta:	Speed 16GT/s (ok), Width x4 (downgraded)
+""",  # noqa: E501, W291
+    )
+
+    def detect(self, head: list[str]) -> float:
+        text = "\n".join(head[:60])
+        if re.search(r"^\s*LnkSta:\s*Speed", text, re.M) or re.search(r"^\s*LnkCap:\s*Port", text, re.M):
+            return 0.9
+        if head and _DEVICE.match(head[0]) and re.search(r"^\s+(Subsystem|Capabilities|Kernel driver in use):",
+                                                         text, re.M):
+            return 0.85
+        return 0.0
+
+    def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+        dev = _Dev(None, None, "", "")
+        for line in doc.lines():
+            text = line.text
+            m = _DEVICE.match(text)
+            if m:
+                bus = normalize_bus_id(m.group(1))
+                dev = _Dev(line, bus, m.group(2), m.group(3))
+                if dev.wanted:
+                    yield smi_event(ctx, ctx.origin(line), "gpu-info", f"{bus}: {m.group(3).strip()}", gpu=bus,
+                                    attrs={"tool": self.name, "pci": bus, "class": m.group(2), "name": m.group(3)})
+                continue
+            lm = _LNK.match(text)
+            if not lm or not dev.wanted:
+                continue
+            sp, wd = _SPEED.search(lm.group(2)), _WIDTH.search(lm.group(2))
+            speed = float(sp.group(1)) if sp else None
+            width = int(wd.group(1)) if wd else None
+            if lm.group(1) == "LnkCap":
+                dev.cap = (speed, width)
+                continue
+            cap_speed, cap_width = dev.cap
+            speed_down = (sp is not None and sp.group(2) == "downgraded") or (
+                speed is not None and cap_speed is not None and speed < cap_speed)
+            width_down = (wd is not None and wd.group(2) == "downgraded") or (
+                width is not None and cap_width is not None and width < cap_width)
+            attrs = {"tool": self.name, "pci": dev.bus, "speed_gts": speed, "gen": gen_of_speed(speed or 0),
+                     "width": width, "gen_max": gen_of_speed(cap_speed or 0), "width_max": cap_width,
+                     "speed_downgraded": speed_down, "width_downgraded": width_down}
+            where = dev.bus or "PCIe device"
+            state = "width downgraded" if width_down else "speed downgraded (normal at idle)" if speed_down else "ok"
+            cap = f" (capable of {cap_speed:g}GT/s x{cap_width})" if cap_speed and cap_width else ""
+            yield smi_event(ctx, ctx.origin(line), "pcie-link",
+                            f"{where} PCIe link {speed or '?'}GT/s x{width or '?'}{cap}: {state}", gpu=dev.bus,
+                            severity=Severity.WARNING if width_down else Severity.INFO, attrs=attrs,
+                            detail=f"{text.strip()}")
+
+
+PARSER = LspciParser()
