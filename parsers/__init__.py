@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from forensics.parsers import (
     dcgmi,
+    dmesg,
+    dmesg_ctime,
+    dmesg_delta,
+    dmesg_iso,
+    journal_json,
+    journalctl,
     k8s_device_plugin,
+    kmsg,
     lspci,
     nvidia_bug_report,
     nvidia_smi,
@@ -21,6 +28,8 @@ from forensics.parsers import (
     nvidia_smi_topo,
     nvidia_smi_xml,
     plaintext,
+    syslog,
+    talos,
     windbg,
     windows_event_csv,
     windows_event_powershell,
@@ -52,6 +61,16 @@ PARSERS: tuple[Parser, ...] = (
     lspci.PARSER,
     k8s_device_plugin.PARSER,
     nvidia_smi.PARSER,
+    # Linux kernel logs (specific shapes before the generic dmesg, which also reads bare lines).
+    journal_json.PARSER,
+    kmsg.PARSER,
+    talos.PARSER,
+    dmesg_iso.PARSER,
+    dmesg_ctime.PARSER,
+    dmesg_delta.PARSER,
+    syslog.PARSER,
+    journalctl.PARSER,
+    dmesg.PARSER,
     plaintext.PARSER,  # always last: the catch-all
 )
 
