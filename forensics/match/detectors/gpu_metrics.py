@@ -103,7 +103,7 @@ def spinning_collective(samples: Sequence[MetricSample]) -> list[Event]:
             limit = max(run.values("power_limit_w"))
             util = median(run.values("util_gpu_pct"))
             sentence = (f"GPU {run.gpu} at {fmt_num(util)} % utilization drawing only {fmt_num(power)} W of "
-                        f"{fmt_num(limit)} W ({power / limit:.0%}) {_span(run)}: kernels spinning in a wait, "
+                        f"{fmt_num(limit)} W ({power / limit * 100:.0f} %) {_span(run)}: kernels spinning in a wait, "
                         f"typically a collective waiting for a peer")
             out.append(_event("spinning-collective", sentence, run,
                               {"util_pct": util, "power_w": power, "power_limit_w": limit}))

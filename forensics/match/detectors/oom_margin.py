@@ -81,7 +81,7 @@ def memory_margin_oom(events: Sequence[Event]) -> list[Event]:
             if short > SHORT_FRACTION * total and tried > SMALL_REQUEST_MIB:
                 continue
             sentence = (f"the failed allocation of {_fmt(tried)} met {_fmt(free)} free on a {_fmt(total)} GPU: "
-                        f"short by {_fmt(max(short, 0))} ({max(short, 0) / total:.1%} of capacity)")
+                        f"short by {_fmt(max(short, 0))} ({max(short, 0) / total * 100:.1f} % of capacity)")
         elif total is not None:
             if tried > SHORT_FRACTION * total:
                 continue

@@ -105,7 +105,7 @@ def throughput_drop(events: Sequence[Event]) -> list[Event]:
                 at = pts[i][1]
                 step = at.attrs.get("step")
                 where = f" at step {step}" if step is not None else ""
-                sentence = (f"{unit} fell from {fmt_num(before)} to {fmt_num(low)} ({low / before - 1:+.0%})"
+                sentence = (f"{unit} fell from {fmt_num(before)} to {fmt_num(low)} ({(low / before - 1) * 100:+.0f} %)"
                             f"{where} and stayed down for {len(after)} readings")
                 out.append(derived("throughput-drop", sentence, origin=at.origin, ts=at.ts,
                                    end_ts=pts[-1][1].ts, ts_source=at.ts_source, source=at.source,

@@ -93,7 +93,7 @@ def _waits(events: Iterable[Event]) -> list[_Wait]:
             continue
         seq = _int(e.attrs.get("seq"))
         op = e.attrs.get("op_type")
-        if seq is None and op is None:
+        if seq is None and op is None and e.attrs.get("last_enqueued") is None:
             continue
         out.append(_Wait(e, rank, _pg(e), seq, str(op) if op else None, _int(e.attrs.get("numel_in")),
                          _int(e.attrs.get("numel_out")), _int(e.attrs.get("last_enqueued"))))
