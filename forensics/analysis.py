@@ -73,6 +73,18 @@ class Analysis:
         return self.verdict.root_cause is not None
 
 
+def _zone(name: str | None) -> tzinfo | None:
+    """The zone a bundle recorded its host in, when the user gave none."""
+    if not name:
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
 def _year_from_mtime(mtime: float | None) -> int | None:
     return datetime.fromtimestamp(mtime, UTC).year if mtime else None
 
@@ -81,6 +93,7 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
     SourceReport, list[Event], list[MetricSample]
 ]:
     """Detect one file's format and parse it. Never raises on bad content."""
+    from forensics.bundle import receipt_lookup
     from forensics.parsers import ParseContext, detect
 
     warnings = list(item.warnings)
@@ -100,8 +113,9 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         source=item.source or f"file:{os.path.basename(item.display.split('!')[-1])}",
         host=item.host,
         year=_year_from_mtime(item.mtime),
-        tz=options.tz,
+        tz=options.tz or _zone(item.tz_name),
         boot_time_ns=item.boot_time_ns,
+        receipt_ts=receipt_lookup(item.receipt_index),
         notable=notable,
     )
     events: list[Event] = []

@@ -2,22 +2,89 @@
 
 A bundle is a directory with ``manifest.json`` whose ``format`` is
 ``gpu-forensics-bundle``. The full layout is documented in docs/bundle-format.md.
+Readers are gated on the manifest's ``version``: a newer major version than
+:data:`VERSION` is still read, with a warning, as far as the files are understood.
+
+This module also owns the receipt index format (``stdout.idx``/``stderr.idx``): an
+8-byte magic, then 16-byte little-endian records ``(end_offset: u64, utc_ns: u64)``,
+meaning "the stream's bytes before ``end_offset`` had been received by ``utc_ns``".
+A torn last record (crash mid-write) is ignored.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import struct
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from forensics.sources import InputFile, Limits
 
-__all__ = ["FORMAT", "MANIFEST", "is_bundle", "read_bundle_files", "read_manifest"]
+__all__ = [
+    "FORMAT",
+    "IDX_MAGIC",
+    "MANIFEST",
+    "VERSION",
+    "is_bundle",
+    "pack_receipt",
+    "read_bundle_files",
+    "read_manifest",
+    "receipt_lookup",
+    "source_of",
+]
 
 FORMAT = "gpu-forensics-bundle"
+VERSION = 1
 MANIFEST = "manifest.json"
+IDX_MAGIC = b"GFRIDX1\n"
+_RECEIPT = struct.Struct("<QQ")
+
+#: bundle file (relative path) -> Event.source of what it holds
+_SOURCES = {
+    "stdout.log": "stdout",
+    "stderr.log": "stderr",
+    "kmsg.log": "kmsg",
+    "journal.jsonl": "journal",
+    "dmesg.txt": "kmsg",
+    "nvml-events.jsonl": "nvml",
+    "manifest.json": "recorder",
+    "recorder.log": "recorder",
+}
+#: files that are indexes or recorder state, not evidence to parse
+_SKIP_SUFFIXES = (".idx", ".tmp")
+_SKIP_NAMES = frozenset({"heartbeat"})
+_FLIGHT_RECORDER_PREFIX = "flight-recorder-rank-"  # torch pickles, kept for torchfrtrace
+
+
+def pack_receipt(end_offset: int, utc_ns: int) -> bytes:
+    return _RECEIPT.pack(end_offset, utc_ns)
+
+
+def receipt_lookup(raw: bytes | None) -> Callable[[int], int | None] | None:
+    """``offset -> utc_ns`` from a receipt index: the time by which the byte at
+    ``offset`` had been received; ``None`` for bytes after the last record."""
+    if not raw or not raw.startswith(IDX_MAGIC):
+        return None
+    body = memoryview(raw)[len(IDX_MAGIC):]
+    usable = len(body) - len(body) % _RECEIPT.size
+    ends: list[int] = []
+    times: list[int] = []
+    for end, ns in _RECEIPT.iter_unpack(body[:usable]):
+        if ends and end < ends[-1]:
+            continue  # never seen from the recorder; a damaged file must not break bisect
+        ends.append(end)
+        times.append(ns)
+    if not ends:
+        return None
+
+    def at(offset: int) -> int | None:
+        i = bisect_right(ends, offset)
+        return times[i] if i < len(times) else None
+
+    return at
 
 
 def read_manifest(path: Path) -> dict[str, Any] | None:
@@ -33,12 +100,56 @@ def is_bundle(path: Path) -> bool:
     return read_manifest(path) is not None
 
 
+def source_of(rel: str) -> str | None:
+    """The Event.source for a bundle file (``None``: not a file to analyze)."""
+    name = rel.rsplit("/", 1)[-1]
+    if name in _SKIP_NAMES or name.endswith(_SKIP_SUFFIXES):
+        return None
+    if rel.startswith("torch/"):
+        return None if name.startswith(_FLIGHT_RECORDER_PREFIX) else "torch"
+    if rel.startswith("host/"):
+        # The recorder's own JSON facts (command, environment, versions, NVML inventory) and
+        # pip freeze are for people and the TUI; fed to the catch-all text parser they would
+        # turn a command line that mentions an error into evidence. Tool output is parsed.
+        return None if name.endswith(".json") or name == "pip-freeze.txt" else "host"
+    if name == "nvml.jsonl" or (name.startswith("nvml.") and ".jsonl" in name):
+        return "nvml"
+    return _SOURCES.get(rel, "recorder")
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def read_bundle_files(path: Path, limits: Limits) -> Iterator[InputFile]:
     """Every file of the bundle, tagged with what the manifest says about it."""
-    from forensics.sources import _walk
+    from forensics.sources import InputFile, _walk
 
     manifest = read_manifest(path) or {}
-    host = manifest.get("host")
-    for item in _walk(path, limits, bundles=False):
+    host = manifest.get("host") if isinstance(manifest.get("host"), str) else None
+    boot = _int_or_none(manifest.get("boot_time_ns"))
+    tz_name = manifest.get("tz_name") if isinstance(manifest.get("tz_name"), str) else None
+    version = manifest.get("version")
+    if isinstance(version, int) and version > VERSION:
+        yield InputFile(str(path / MANIFEST), b"", warnings=[
+            f"{path}: bundle format version {version} is newer than this reader ({VERSION}); reading what is known"])
+    for item in _walk(path, limits):
+        try:
+            rel = Path(item.display).relative_to(path).as_posix()
+        except ValueError:
+            rel = Path(item.display).name
+        source = source_of(rel)
+        if source is None or (not item.raw and not item.warnings):
+            continue  # not evidence, or an empty file (a source that had nothing to say)
+        if source == "nvml" and not rel.endswith(".gz") and (path / (rel + ".gz")).is_file():
+            continue  # a segment compressed just before a crash: the .gz holds the same lines
+        item.source = source
         item.host = item.host or host
+        item.boot_time_ns = boot
+        item.tz_name = tz_name
+        if source in ("stdout", "stderr"):
+            try:
+                item.receipt_index = (path / f"{source}.idx").read_bytes()
+            except OSError:
+                item.receipt_index = None
         yield item

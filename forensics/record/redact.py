@@ -1,0 +1,87 @@
+"""Secrets never reach the bundle: environment and command line are redacted before writing.
+
+Three rules, applied everywhere a value is written:
+
+* a **name** that says secret (``*_TOKEN``, ``*_KEY``, ``*_SECRET``, ``*PASSWORD*``,
+  ``HF_TOKEN``, ``WANDB_API_KEY``, ``AWS_ACCESS_KEY_ID`` …) hides its whole value;
+* **credentials inside a URL** (``https://user:pass@host``) are replaced, the rest of
+  the URL is kept;
+* **well-known token shapes** (``hf_…``, ``ghp_…``, ``sk-…``, ``AKIA…``, ``xox?-…``, JWTs)
+  are hidden wherever they appear.
+
+On the command line, ``--token xyz``, ``--api-key=xyz`` and ``key=xyz`` style overrides
+are redacted by the same name rule. The stdout/stderr streams are kept raw (a program
+that prints its own secret prints it to the bundle too): the docs say so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+__all__ = ["REDACTED", "is_secret_name", "redact_argv", "redact_env", "redact_value"]
+
+REDACTED = "[REDACTED]"
+
+_SECRET_NAME = re.compile(
+    r"TOKENS?(?:_|$)|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH_?KEY"
+    r"|(?:^|_)KEYS?(?:_|$)|(?:^|_)PWD$|(?:^|_)PASS$|COOKIE|SESSION_?ID|SIGNING|(?:^|_)DSN$|(?:^|_)SAS(?:_|$)"
+    r"|AUTHORIZATION|BEARER|WEBHOOK",
+)
+_NOT_SECRET = frozenset({"PWD", "OLDPWD", "KEYTIMEOUT"})
+
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@:]+(?::[^/\s@]*)?)@")
+_TOKEN_SHAPES = re.compile(
+    r"\bhf_[A-Za-z0-9]{20,}"
+    r"|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"
+    r"|\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"
+    r"|\bglpat-[A-Za-z0-9_-]{20,}"
+    r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+)
+
+
+def is_secret_name(name: str) -> bool:
+    """Does a variable or option name say that its value is a secret?"""
+    norm = re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_")
+    return norm not in _NOT_SECRET and bool(_SECRET_NAME.search(norm))
+
+
+def redact_value(value: str) -> str:
+    """Hide URL credentials and token-shaped substrings inside an arbitrary value."""
+    value = _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
+    return _TOKEN_SHAPES.sub(REDACTED, value)
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``env`` fit to be written down."""
+    return {k: (REDACTED if is_secret_name(k) and v else redact_value(v)) for k, v in env.items()}
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """A copy of ``argv`` fit to be written down."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        if arg.startswith("-") and len(arg) > 1:
+            name, eq, _value = arg.partition("=")
+            if is_secret_name(name.lstrip("-")):
+                if eq:
+                    out.append(f"{name}={REDACTED}")
+                else:
+                    out.append(arg)
+                    hide_next = True
+                continue
+        elif "=" in arg and not arg.startswith(("/", ".")):
+            key, _, _value = arg.partition("=")
+            # hydra / key=value overrides: the last dotted part is the name.
+            if key and " " not in key and is_secret_name(key.rsplit(".", 1)[-1]):
+                out.append(f"{key}={REDACTED}")
+                continue
+        out.append(redact_value(arg))
+    return out

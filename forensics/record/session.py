@@ -1,0 +1,323 @@
+"""One recording: the bundle directory, the child, and the helpers around it.
+
+Order matters for a guest: validate (bad usage leaves nothing behind), create the bundle
+and its manifest (status ``running``), start the child at once, then the helpers (NVML
+sampler, kernel log, host snapshot) — none of them can delay or stop the child. At the
+end the manifest is completed (``finished`` or ``interrupted``) by an atomic rename.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from forensics import __version__
+from forensics.bundle import FORMAT, MANIFEST, VERSION
+from forensics.errors import RecordError, UsageError
+from forensics.record.arm import TORCH_DIR, arm_env
+from forensics.record.child import Child, ExitStatus
+from forensics.record.clock import boot_times, iso_utc, local_zone_name, now_ns, stamp_for_path
+from forensics.record.kernel_log import KernelLogFollower
+from forensics.record.redact import redact_argv, redact_env
+from forensics.record.supervisor import RECORDER_LOG, NvmlSupervisor
+from forensics.record.tee import StreamTee
+from forensics.record.writer import AppendFile, Flusher, atomic_write_json
+
+__all__ = ["Recording", "record"]
+
+DRAIN_S = 2.0  # after the child is gone: how long a quiet output stream is still read
+HELPER_REPORT_S = 2.0  # at the end: how long to wait for helpers that have not reported yet
+SNAPSHOT_WAIT_S = 5.0  # at the end: how long an unfinished host snapshot may still run
+
+
+class Manifest:
+    """``manifest.json``: rewritten whole, by atomic rename, whenever it changes and once a second."""
+
+    def __init__(self, bundle: Path, data: dict[str, Any]) -> None:
+        self.path = bundle / MANIFEST
+        self.data = data
+        self._lock = threading.Lock()
+        self._hb_fd = os.open(bundle / "heartbeat", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+    def update(self, **fields: Any) -> None:
+        with self._lock:
+            self.data.update(fields)
+
+    def source(self, name: str, info: dict[str, Any]) -> None:
+        with self._lock:
+            self.data["sources"][name] = {**self.data["sources"].get(name, {}), **info}
+
+    def error(self, what: str, exc: BaseException) -> None:
+        with self._lock:
+            self.data.setdefault("recorder_errors", []).append(f"{what}: {type(exc).__name__}: {exc}")
+
+    def write(self) -> None:
+        with self._lock:
+            snapshot = json.loads(json.dumps(self.data, default=str))
+        with contextlib.suppress(OSError):  # disk full / gone: the previous manifest stays valid
+            atomic_write_json(self.path, snapshot)
+
+    def heartbeat(self) -> None:
+        ns = now_ns()
+        self.update(heartbeat=iso_utc(ns), heartbeat_ns=ns)
+        with contextlib.suppress(OSError):
+            os.pwrite(self._hb_fd, f"{iso_utc(ns)} {ns}\n".encode(), 0)
+            os.fsync(self._hb_fd)
+        self.write()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._hb_fd)
+
+
+def resolve_command(cmd: str, path: str | None) -> str:
+    if "/" in cmd:
+        p = Path(cmd)
+        if not p.exists():
+            raise RecordError(f"command not found: {cmd}")
+        if p.is_dir() or not os.access(p, os.X_OK):
+            raise RecordError(f"not an executable file: {cmd}")
+        return str(p)
+    found = shutil.which(cmd, path=path)
+    if found is None:
+        raise RecordError(f"command not found: {cmd}")
+    return found
+
+
+def child_python(exe: str, path: str | None) -> str:
+    """The Python interpreter the child runs (to ask it for torch and pip versions)."""
+    if os.path.basename(exe).startswith("python"):
+        return exe
+    try:
+        with open(exe, "rb") as fh:
+            first = fh.readline(512)
+    except OSError:
+        first = b""
+    if first.startswith(b"#!") and b"python" in first:
+        parts = first[2:].decode(errors="replace").split()
+        if parts and os.path.basename(parts[0]) == "env" and len(parts) > 1:
+            found = shutil.which(parts[-1], path=path)
+            if found:
+                return found
+        elif parts and os.path.isfile(parts[0]):
+            return parts[0]
+    return shutil.which("python3", path=path) or sys.executable
+
+
+def _bundle_dir(out: Path, host: str, start_ns: int) -> Path:
+    safe_host = "".join(c if c.isalnum() or c in "-._" else "_" for c in host) or "host"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        base = out / f"{safe_host}-{stamp_for_path(start_ns)}-{os.getpid()}"
+        for n in range(100):
+            path = base if n == 0 else base.with_name(f"{base.name}.{n}")
+            try:
+                path.mkdir()
+                return path
+            except FileExistsError:
+                continue
+        raise RecordError(f"cannot create a bundle in {out}: too many bundles with the same name")
+    except OSError as exc:
+        raise RecordError(f"cannot create a bundle in {out}: {exc.strerror or exc}") from None
+
+
+class Recording:
+    def __init__(self, argv: Sequence[str], out: Path, interval: float, arm: bool) -> None:
+        self.argv = list(argv)
+        self.env = dict(os.environ)
+        self.exe = resolve_command(self.argv[0], self.env.get("PATH"))
+        self.interval = interval
+        self.start_ns = now_ns()
+        self.start_mono_us = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+        self.host = socket.gethostname()
+        self.bundle = _bundle_dir(out, self.host, self.start_ns)
+        self.armed = arm_env(self.env, self.bundle) if arm else {}
+        self.env.update(self.armed)
+        boot = boot_times()
+        boot_used = next((k for k in ("monotonic", "boottime", "btime") if boot.get(k) is not None), None)
+        self.manifest = Manifest(self.bundle, {
+            "format": FORMAT,
+            "version": VERSION,
+            "status": "running",
+            "host": self.host,
+            "command": redact_argv(self.argv),
+            "cwd": os.getcwd(),
+            "start": iso_utc(self.start_ns),
+            "start_ns": self.start_ns,
+            "end": None,
+            "end_ns": None,
+            "exit_code": None,
+            "signal": None,
+            "signal_name": None,
+            "recorder_pid": os.getpid(),
+            "child_pid": None,
+            "boot_time_ns": boot.get(boot_used) if boot_used else None,
+            "boot_time": {**boot, "used": boot_used},
+            "tz_name": local_zone_name(),
+            "interval_s": interval,
+            "armed": self.armed,
+            "recorder": {"version": __version__, "python": sys.version.split()[0]},
+            "sources": {name: {"status": "starting"}
+                        for name in ("nvml", "nvml_events", "kernel_log", "host_snapshot")},
+            "heartbeat": iso_utc(self.start_ns),
+            "heartbeat_ns": self.start_ns,
+        })
+        self.manifest.write()
+        self.flusher = Flusher(self.manifest.heartbeat)
+        self.child = Child(self.argv, self.env)
+        self.tees: list[StreamTee] = []
+        self.supervisor: NvmlSupervisor | None = None
+        self.kernel_log: KernelLogFollower | None = None
+        self.snapshot: subprocess.Popen[bytes] | None = None
+
+    # -- the run ------------------------------------------------------------------------------------
+    def run(self) -> ExitStatus:
+        if self.armed:
+            (self.bundle / TORCH_DIR).mkdir(exist_ok=True)
+        self.child.install_signal_handlers()
+        try:
+            self.child.start()
+        except (OSError, subprocess.SubprocessError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            self.manifest.update(status="failed-to-start", error=f"cannot run {self.argv[0]}: {reason}",
+                                 end=iso_utc(now_ns()), end_ns=now_ns())
+            self.manifest.write()
+            self.manifest.close()
+            self.child.restore_signal_handlers()
+            raise RecordError(f"cannot run {self.argv[0]}: {reason}") from None
+        assert self.child.proc is not None
+        self.manifest.update(child_pid=self.child.proc.pid)
+        self._start_helpers()
+        status = self.child.wait()
+        end = now_ns()
+        self.child.take_back_terminal()
+        self.manifest.update(end=iso_utc(end), end_ns=end, exit_code=status.code, signal=status.signal,
+                             signal_name=signal.Signals(status.signal).name if status.signal else None)
+        self._finish(status)
+        return status
+
+    def _guard(self, what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # a helper that fails costs its evidence, never the run
+            self.manifest.error(what, exc)
+            return None
+
+    def _start_helpers(self) -> None:
+        self._guard("tees", self._start_tees)
+        self.flusher.start()
+        self._guard("host files", self._write_host_files)
+        self._guard("nvml", self._start_nvml)
+        self._guard("kernel log", self._start_kernel_log)
+        self._guard("host snapshot", self._start_snapshot)
+        self.manifest.write()
+
+    def _start_tees(self) -> None:
+        for name, stream in self.child.streams.items():
+            log = self.flusher.add(AppendFile(self.bundle / f"{name}.log"))
+            idx = self.flusher.add(AppendFile(self.bundle / f"{name}.idx"))
+            tee = StreamTee(name, stream.read_fd, stream.echo_fd, log, idx)
+            tee.start()
+            self.tees.append(tee)
+            self.manifest.source(name, {"status": "ok", "file": f"{name}.log", "index": f"{name}.idx",
+                                        "terminal": "pty" if stream.is_pty else "pipe"})
+
+    def _write_host_files(self) -> None:
+        host = self.bundle / "host"
+        host.mkdir(exist_ok=True)
+        atomic_write_json(host / "env.json", redact_env(self.env))
+        atomic_write_json(host / "command.json", {"argv": redact_argv(self.argv), "executable": self.exe,
+                                                  "cwd": os.getcwd(), "armed": self.armed})
+
+    def _start_nvml(self) -> None:
+        self.supervisor = NvmlSupervisor(self.bundle, self.interval, self.manifest.source)
+        self.supervisor.start()
+
+    def _start_kernel_log(self) -> None:
+        self.kernel_log = KernelLogFollower(self.bundle, self.start_mono_us, self.manifest.source, self.flusher.add)
+        self.kernel_log.start()
+
+    def _start_snapshot(self) -> None:
+        python = child_python(self.exe, self.env.get("PATH"))
+        with open(self.bundle / RECORDER_LOG, "ab") as log:
+            self.snapshot = subprocess.Popen(
+                [sys.executable, "-m", "forensics.record.snapshot", str(self.bundle), python],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env, close_fds=True)
+
+    # -- closing ------------------------------------------------------------------------------------
+    def _finish(self, status: ExitStatus) -> None:
+        for tee in self.tees:
+            tee.stop_when_quiet(DRAIN_S)
+        deadline = time.monotonic() + HELPER_REPORT_S
+        while time.monotonic() < deadline and any(
+                self.manifest.data["sources"].get(s, {}).get("status") == "starting" for s in ("nvml", "kernel_log")):
+            time.sleep(0.05)
+        for tee in self.tees:
+            tee.join(timeout=DRAIN_S + 10)
+            self.child.sync_window_size()
+        self._guard("stop nvml", self._stop_nvml)
+        if self.kernel_log is not None:
+            self._guard("stop kernel log", self.kernel_log.stop)
+        self._guard("host snapshot", self._stop_snapshot)
+        streams = {t.name.removeprefix("forensics-tee-"): {"bytes": t.received, "echo_error": t.echo_error,
+                                                          "dropped": t.log.dropped, "write_error": t.log.error}
+                   for t in self.tees}
+        for name, info in streams.items():
+            self.manifest.source(name, info)
+        for name, info in list(self.manifest.data["sources"].items()):
+            if info.get("status") == "starting":
+                self.manifest.source(name, {"status": "not-ready", "reason": "the run ended before it reported"})
+        self.manifest.update(status="finished", forwarded_signals=[signal.Signals(s).name
+                                                                   for s in self.child.forwarded])
+        self.flusher.stop()
+        for f in self.flusher.files:
+            f.close()
+        self.manifest.heartbeat()
+        self.manifest.close()
+        self.child.restore_signal_handlers()
+
+    def _stop_nvml(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop()
+            self.supervisor.close()
+
+    def _stop_snapshot(self) -> None:
+        proc = self.snapshot
+        if proc is None:
+            return
+        try:
+            proc.wait(timeout=SNAPSHOT_WAIT_S)
+            self.manifest.source("host_snapshot", {"status": "ok" if proc.returncode == 0 else "failed",
+                                                   "rc": proc.returncode, "dir": "host"})
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            reason = f"still running {SNAPSHOT_WAIT_S:g} s after the child ended"
+            self.manifest.source("host_snapshot", {"status": "incomplete", "reason": reason})
+
+
+def record(argv: Sequence[str], out: Path, interval: float, arm: bool) -> int:
+    """Run ``argv`` under the recorder; returns the exit status to pass on."""
+    if not argv:
+        raise UsageError("record: no command given (usage: forensics record [--out DIR] [--interval S] "
+                         "[--no-arm] -- CMD ...)")
+    if not 0.01 <= interval <= 3600:
+        raise UsageError(f"record: --interval must be between 0.01 and 3600 seconds, got {interval:g}")
+    rec = Recording(argv, out, interval, arm)
+    status = rec.run()
+    if status.signal == signal.SIGINT and rec.child.tty_fd is not None:
+        # A shell decides whether to stop a script by how its job died: die the same way.
+        sys.stdout.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    return status.shell_status

@@ -1,0 +1,148 @@
+"""The host snapshot: ``python -m forensics.record.snapshot BUNDLE PYTHON``.
+
+Runs once at start in its own low-priority process (it never delays the child) with the
+child's environment, and writes ``host/``:
+
+``nvidia-smi-q.xml``   ``nvidia-smi -q -x``
+``nvidia-smi-topo.txt`` ``nvidia-smi topo -m``
+``nvidia-driver.txt``  ``/proc/driver/nvidia/version``
+``system.json``        kernel, OS, CPU count, memory, boot id, kernel command line
+``versions.json``      torch / CUDA / cuDNN / NCCL as the child's Python sees them (asked in a
+                       subprocess with a timeout; torch is never imported by the recorder)
+``pip-freeze.txt``     ``PYTHON -m pip freeze``
+``snapshot.json``      every command run, its exit status, time taken, and any problem
+
+``host/gpus.json`` (NVML: identities, PCIe links, P2P matrix) is written by the sampler;
+``host/env.json`` and ``host/command.json`` (redacted) by the recorder itself.
+Every command has a timeout (:func:`forensics.record.bounded.run_bounded`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from forensics.record.bounded import Result, run_bounded
+from forensics.record.writer import atomic_write_json
+
+__all__ = ["VERSIONS_SCRIPT", "main"]
+
+VERSIONS_SCRIPT = """
+import json, sys
+out = {"python": sys.version.split()[0], "executable": sys.executable}
+try:
+    import torch
+    out["torch"] = torch.__version__
+    out["torch_cuda"] = torch.version.cuda
+    try:
+        out["cudnn"] = torch.backends.cudnn.version()
+    except Exception as exc:
+        out["cudnn"] = None
+    try:
+        v = torch.cuda.nccl.version()
+        out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    except Exception:
+        out["nccl"] = None
+except ImportError as exc:
+    out["torch"] = None
+    out["torch_missing"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _record(log: list[dict[str, Any]], name: str, res: Result) -> None:
+    entry: dict[str, Any] = {"name": name, "argv": res.argv, "rc": res.rc, "seconds": round(res.seconds, 3)}
+    if res.problem:
+        entry["problem"] = res.problem
+    elif res.rc:
+        entry["problem"] = (res.stderr.decode(errors="replace").strip().splitlines() or [f"exit {res.rc}"])[-1][:300]
+    log.append(entry)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _system() -> dict[str, Any]:
+    os_release = {}
+    for line in (_read("/etc/os-release") or "").splitlines():
+        key, _, value = line.partition("=")
+        if key in ("PRETTY_NAME", "ID", "VERSION_ID"):
+            os_release[key.lower()] = value.strip('"')
+    mem_kb = None
+    for line in (_read("/proc/meminfo") or "").splitlines():
+        if line.startswith("MemTotal:"):
+            mem_kb = int(line.split()[1])
+    return {
+        "hostname": platform.node(),
+        "kernel": platform.release(),
+        "kernel_version": platform.version(),
+        "machine": platform.machine(),
+        "os": os_release,
+        "cpus": os.cpu_count(),
+        "mem_total_kib": mem_kb,
+        "boot_id": _read("/proc/sys/kernel/random/boot_id"),
+        "kernel_cmdline": _read("/proc/cmdline"),
+        "recorder_python": sys.version.split()[0],
+    }
+
+
+def main(argv: list[str]) -> int:
+    bundle = Path(argv[0])
+    python = argv[1] if len(argv) > 1 else sys.executable
+    host = bundle / "host"
+    host.mkdir(exist_ok=True)
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    log: list[dict[str, Any]] = []
+    atomic_write_json(host / "system.json", _system())
+    driver = _read("/proc/driver/nvidia/version")
+    if driver:
+        _write(host / "nvidia-driver.txt", driver.encode() + b"\n")
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        log.append({"name": "nvidia-smi", "problem": "not installed"})
+    else:
+        for name, args, out in (("nvidia-smi -q -x", ["-q", "-x"], "nvidia-smi-q.xml"),
+                                ("nvidia-smi topo -m", ["topo", "-m"], "nvidia-smi-topo.txt")):
+            res = run_bounded([smi, *args], timeout=30)
+            _record(log, name, res)
+            if res.stdout:
+                _write(host / out, res.stdout)
+    res = run_bounded([python, "-c", VERSIONS_SCRIPT], timeout=90)
+    _record(log, "python versions", res)
+    try:
+        versions = json.loads(res.stdout.decode(errors="replace").strip().splitlines()[-1]) if res.ok else {}
+    except (ValueError, IndexError):
+        versions = {}
+    versions["driver"] = (driver or "").splitlines()[0] if driver else None
+    atomic_write_json(host / "versions.json", versions)
+    res = run_bounded([python, "-m", "pip", "freeze", "--all"], timeout=90)
+    _record(log, "pip freeze", res)
+    if res.ok:
+        _write(host / "pip-freeze.txt", res.stdout)
+    atomic_write_json(host / "snapshot.json", {"python": python, "commands": log})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

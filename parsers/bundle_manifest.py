@@ -1,0 +1,165 @@
+"""``manifest.json`` of a recorder bundle (docs/bundle-format.md).
+
+One ``recording`` event (status, exit code or signal, command, start/end, bundle path),
+one ``exit`` event for the child's end, and ``recorder`` events for what the recorder
+could not do: a manifest still saying ``running`` means the recorder died without
+closing the bundle (host crash, power cut, SIGKILL) — the event is placed at the last
+heartbeat and the recording is reported as ``interrupted``; sources marked unavailable
+(no GPU, no kernel log) and the recorder's own errors are listed too.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterator
+from typing import Any
+
+from forensics.events import Event, Origin, Severity, TsSource
+from forensics.parsers.base import ParseContext, Record
+from forensics.textdoc import TextDocument
+
+_MARKERS = ('"format": "gpu-forensics-bundle"', '"format":"gpu-forensics-bundle"')
+_QUIET = ("ok", "starting")
+
+_FINISHED = """{
+  "format": "gpu-forensics-bundle",
+  "version": 1,
+  "status": "finished",
+  "host": "gpu-node-07",
+  "command": ["torchrun", "--nproc-per-node", "8", "train.py", "--hf-token", "[REDACTED]"],
+  "start": "2025-03-02T10:00:00.000000Z",
+  "start_ns": 1740909600000000000,
+  "end": "2025-03-02T10:42:13.500000Z",
+  "end_ns": 1740912133500000000,
+  "exit_code": 1,
+  "signal": null,
+  "signal_name": null,
+  "boot_time_ns": 1740800000000000000,
+  "tz_name": "Europe/Berlin",
+  "sources": {
+    "nvml": {"status": "ok", "gpus": 8},
+    "kernel_log": {"status": "unavailable", "reason": "/dev/kmsg: Permission denied; journalctl: not installed"}
+  },
+  "heartbeat": "2025-03-02T10:42:14.000000Z",
+  "heartbeat_ns": 1740912134000000000
+}
+"""
+
+_DIED = """{
+  "format": "gpu-forensics-bundle",
+  "version": 1,
+  "status": "running",
+  "host": "gpu-node-03",
+  "command": ["python", "train.py"],
+  "start": "2025-03-02T10:00:00.000000Z",
+  "start_ns": 1740909600000000000,
+  "end": null,
+  "end_ns": null,
+  "exit_code": null,
+  "signal": null,
+  "sources": {"nvml": {"status": "ok", "gpus": 8}},
+  "heartbeat": "2025-03-02T13:17:41.250000Z",
+  "heartbeat_ns": 1740921461250000000
+}
+"""
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _line_of(doc: TextDocument, key: str) -> tuple[int, int]:
+    for line in doc.candidate_lines([f'"{key}"'.encode()]):
+        return line.no, line.offset
+    return 1, 0
+
+
+class BundleManifestParser:
+    name = "bundle-manifest"
+    samples = (_FINISHED, _DIED)
+
+    def detect(self, head: list[str]) -> float:
+        text = "\n".join(head[:20])
+        return 1.0 if any(m in text for m in _MARKERS) else 0.0
+
+    def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+        try:
+            data = json.loads(doc.data)
+        except ValueError as exc:
+            ctx.warn(f"manifest is not valid JSON ({exc})")
+            return
+        if not isinstance(data, dict):
+            ctx.warn("manifest is not a JSON object")
+            return
+        host = data.get("host") if isinstance(data.get("host"), str) else ctx.host
+        start = _int(data.get("start_ns"))
+        end = _int(data.get("end_ns"))
+        heartbeat = _int(data.get("heartbeat_ns"))
+        manifest_status = str(data.get("status", "unknown"))
+        status = "interrupted" if manifest_status == "running" else manifest_status
+        command: list[Any] = data["command"] if isinstance(data.get("command"), list) else []
+        cmd = shlex.join(str(c) for c in command)
+        exit_code, sig = _int(data.get("exit_code")), _int(data.get("signal"))
+        sig_name = data.get("signal_name") or (f"signal {sig}" if sig is not None else None)
+        bundle_path = ctx.path.rsplit("/", 1)[0] if "/" in ctx.path else "."
+        nlines = len(doc.line_starts())
+
+        if manifest_status == "running":
+            outcome = "the recorder stopped without closing the bundle"
+        elif sig is not None:
+            outcome = f"killed by {sig_name}"
+        elif exit_code is not None:
+            outcome = f"exit status {exit_code}"
+        else:
+            outcome = manifest_status
+        yield Event(
+            ts=start, ts_source=TsSource.EXACT if start else TsSource.NONE, source=ctx.source, kind="recording",
+            message=f"recorded `{cmd}` on {host}: {status}, {outcome}", origin=Origin(ctx.path, 1, 0, nlines),
+            severity=Severity.INFO, host=host,
+            attrs={"status": status, "manifest_status": manifest_status, "exit_code": exit_code, "signal": sig,
+                   "signal_name": data.get("signal_name"), "command": cmd, "start": data.get("start"),
+                   "end": data.get("end"), "path": bundle_path, "host": host, "heartbeat": data.get("heartbeat")},
+        )
+        if exit_code is not None or sig is not None:
+            no, off = _line_of(doc, "exit_code")
+            failed = bool(exit_code) or sig is not None
+            what = f"killed by {sig_name}" if sig is not None else f"exited with status {exit_code}"
+            yield Event(
+                ts=end, ts_source=TsSource.EXACT if end else TsSource.NONE, source=ctx.source, kind="exit",
+                message=f"the recorded command {what}", origin=Origin(ctx.path, no, off),
+                severity=Severity.ERROR if failed else Severity.INFO, host=host,
+                attrs={"exit_code": exit_code, "signal": sig, "signal_name": data.get("signal_name")},
+            )
+        if manifest_status == "running":
+            no, off = _line_of(doc, "heartbeat_ns")
+            ts = heartbeat or start
+            yield Event(
+                ts=ts, ts_source=TsSource.EXACT if ts else TsSource.NONE, source=ctx.source, kind="recorder",
+                message=f"the recorder stopped without closing the bundle; last heartbeat {data.get('heartbeat')}"
+                        " (host crash, power loss or the recorder was killed)",
+                origin=Origin(ctx.path, no, off), severity=Severity.WARNING, host=host,
+                attrs={"reason": "recorder-died", "heartbeat": data.get("heartbeat")},
+            )
+        sources: dict[str, Any] = data["sources"] if isinstance(data.get("sources"), dict) else {}
+        for name, info in sources.items():
+            if not isinstance(info, dict) or info.get("status") in _QUIET:
+                continue
+            no, off = _line_of(doc, name)
+            st = str(info.get("status"))
+            reason = str(info.get("reason", ""))
+            yield Event(
+                ts=start, ts_source=TsSource.EXACT if start else TsSource.NONE, source=ctx.source, kind="recorder",
+                message=f"recorder source {name} {st}" + (f": {reason}" if reason else ""),
+                origin=Origin(ctx.path, no, off),
+                severity=Severity.INFO if st in ("unavailable", "not-ready") else Severity.WARNING, host=host,
+                attrs={"reason": f"source-{st}", "recorder_source": name, "detail": reason},
+            )
+        for err in data.get("recorder_errors") or []:
+            no, off = _line_of(doc, "recorder_errors")
+            yield Event(ts=start, ts_source=TsSource.EXACT if start else TsSource.NONE, source=ctx.source,
+                        kind="recorder", message=f"recorder error: {err}", origin=Origin(ctx.path, no, off),
+                        severity=Severity.WARNING, host=host, attrs={"reason": "recorder-error"})
+
+
+PARSER = BundleManifestParser()

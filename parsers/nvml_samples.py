@@ -1,0 +1,116 @@
+"""``nvml.jsonl`` (and its rotated ``nvml.NNNN.jsonl.gz`` segments) from a recorder bundle.
+
+Each segment opens with a header naming the columns and GPUs; keyframe lines carry
+every field, the lines between only what changed (docs/bundle-format.md). The parser
+rebuilds each GPU's state and emits a :class:`MetricSample` with ARCHITECTURE.md's
+column names — not for every 10 Hz tick, which would be millions of objects for a
+long run, but once a second per GPU, at once when a discrete field changes (clock
+event reasons, PCIe link, ECC, remapped rows, replays) or memory use moves by more than
+1 % of capacity, and for the last tick of the file (the state just before the end).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from forensics.events import MetricSample, TsSource
+from forensics.parsers.base import ParseContext, Record
+from forensics.textdoc import Line, TextDocument
+
+FORMAT = "gpu-forensics-nvml"
+DISCRETE = frozenset({"clock_reasons", "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "pcie_replay",
+                      "ecc_sbe_volatile", "ecc_dbe_volatile", "remapped_pending", "remapped_failure"})
+EVERY_NS = 1_000_000_000
+
+_SAMPLE = (
+    '{"format":"gpu-forensics-nvml","version":1,"time":"unix-ms","columns":{"mu":"mem_used_mib",'
+    '"mt":"mem_total_mib","ug":"util_gpu_pct","pw":"power_w","tc":"temp_c","cr":"clock_reasons","lg":"pcie_gen",'
+    '"lgx":"pcie_gen_max"},"interval_s":0.1,"host":"gpu-node-07","gpus":[{"i":0,"pci":"0000:3b:00.0",'
+    '"name":"NVIDIA H200","uuid":"GPU-5d1c"},{"i":1,"pci":"0000:5d:00.0","name":"NVIDIA H200","uuid":"GPU-77e0"}],'
+    '"segment":1}\n'
+    '{"t":1740909600000,"k":1,"g":{"0":{"mu":1200,"mt":143771,"ug":0,"pw":118.2,"tc":31,"cr":1,"lg":5,"lgx":5},'
+    '"1":{"mu":1180,"mt":143771,"ug":0,"pw":117.9,"tc":30,"cr":1,"lg":5,"lgx":5}}}\n'
+    '{"t":1740909600100,"g":{"0":{"mu":70312,"ug":100,"pw":612.4,"cr":0},"1":{"mu":70290,"ug":99,"pw":598.0,"cr":0}}}\n'
+    '{"t":1740909600200}\n'
+    '{"t":1740909600300,"g":{"1":{"lg":1,"pw":240.5}}}\n'
+    '{"t":1740909601400,"g":{"0":{"pw":640.1,"tc":44},"1":{"pw":230.0}}}\n'
+)
+
+
+class NvmlSamplesParser:
+    name = "nvml-samples"
+    samples = (_SAMPLE,)
+
+    def detect(self, head: list[str]) -> float:
+        return 1.0 if head and head[0].startswith('{"format":"gpu-forensics-nvml",') else 0.0
+
+    def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+        columns: dict[str, str] = {}
+        gpu_names: dict[str, str] = {}
+        host = ctx.host
+        state: dict[str, dict[str, float]] = {}
+        last_emit: dict[str, int] = {}
+        pending: dict[str, tuple[int, Line]] = {}
+        lines = list(doc.lines())
+        for pos, line in enumerate(lines):
+            text = line.text.strip()
+            if not text:
+                continue
+            try:
+                obj: Any = json.loads(text)
+            except ValueError:
+                if pos < len(lines) - 1:  # a torn last line is what a crash leaves; others are worth a word
+                    ctx.warn("not a JSON line", line)
+                continue
+            if not isinstance(obj, dict):
+                continue
+            if obj.get("format") == FORMAT:
+                columns = {str(k): str(v) for k, v in (obj.get("columns") or {}).items()}
+                for g in obj.get("gpus") or []:
+                    if isinstance(g, dict) and "i" in g:
+                        gpu_names[str(g["i"])] = str(g.get("pci") or g["i"])
+                host = obj.get("host") if isinstance(obj.get("host"), str) else host
+                continue
+            t = obj.get("t")
+            if not isinstance(t, int):
+                continue
+            ts = t * 1_000_000
+            changes: dict[str, Any] = obj["g"] if isinstance(obj.get("g"), dict) else {}
+            for gi in gpu_names:
+                cur = state.setdefault(gi, {})
+                delta: dict[str, Any] = changes[gi] if isinstance(changes.get(gi), dict) else {}
+                notable = bool(obj.get("k"))
+                for key, value in delta.items():
+                    col = columns.get(key)
+                    if col is None:
+                        continue
+                    old = cur.get(col)
+                    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+                        cur.pop(col, None)
+                    else:
+                        cur[col] = float(value)
+                    new = cur.get(col)
+                    if col in DISCRETE and new != old:
+                        notable = True
+                    if col == "mem_used_mib" and new is not None and old is not None \
+                            and abs(new - old) > 0.01 * cur.get("mem_total_mib", 0.0):
+                        notable = True
+                if notable or ts - last_emit.get(gi, -EVERY_NS) >= EVERY_NS:
+                    yield self._sample(ts, gi, gpu_names, cur, host, ctx, line)
+                    last_emit[gi] = ts
+                    pending.pop(gi, None)
+                else:
+                    pending[gi] = (ts, line)
+        for gi, (ts, line) in pending.items():
+            yield self._sample(ts, gi, gpu_names, state.get(gi, {}), host, ctx, line)
+
+    @staticmethod
+    def _sample(ts: int, gi: str, names: dict[str, str], values: dict[str, float], host: str | None,
+                ctx: ParseContext, line: Line) -> MetricSample:
+        return MetricSample(ts=ts, ts_source=TsSource.EXACT, gpu=names.get(gi, gi), values=dict(values),
+                            origin=ctx.origin(line), host=host, source=ctx.source if ctx.source else "nvml")
+
+
+PARSER = NvmlSamplesParser()
