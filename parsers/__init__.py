@@ -9,6 +9,7 @@ on a tie the earlier entry wins, so specific formats come before generic ones
 from __future__ import annotations
 
 from forensics.parsers import (
+    bundle_manifest,
     dcgmi,
     dmesg,
     dmesg_ctime,
@@ -27,6 +28,8 @@ from forensics.parsers import (
     nvidia_smi_q,
     nvidia_smi_topo,
     nvidia_smi_xml,
+    nvml_events,
+    nvml_samples,
     plaintext,
     syslog,
     talos,
@@ -43,6 +46,10 @@ __all__ = ["PARSERS", "ParseContext", "Parser", "Record", "detect", "parser_by_n
 
 PARSERS: tuple[Parser, ...] = (
     # Specific formats first; each module exposes one PARSER.
+    # The recorder bundle's own files (exact format markers on the first line).
+    bundle_manifest.PARSER,
+    nvml_samples.PARSER,
+    nvml_events.PARSER,
     # Windows event logs and NVIDIA tools (most specific markers first).
     windows_evtx.PARSER,
     nvidia_bug_report.PARSER,
