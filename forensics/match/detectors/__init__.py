@@ -11,7 +11,7 @@ signatures anchor on with ``kinds = ["derived"]`` and ``literals = ["[<detector>
 | ``pcie-link-below-max`` | metrics | link gen or width below max while ≥ 50 % busy, 30 s |
 | ``memory-margin`` | metrics, OOM text | peak use within 512 MiB + 0.5 % of capacity; an OOM short by ≤ 5 % |
 | ``no-progress`` | progress events | silence after the last progress line ≥ 10 step-times and ≥ 3 min |
-| ``throughput-drop`` | progress events | a rate at ≤ 50 % of its earlier median, never back above 75 % |
+| ``throughput-drop`` | progress events | a rate at ≤ 60 % of its earlier median, never back above 75 % |
 | ``nvml-unresponsive`` | recorder events | the recorder reports NVML calls that did not return |
 | ``nccl-desync`` / ``rank-behind`` | c10d events | see :mod:`.ranks` |
 

@@ -3,7 +3,7 @@
 
 ``no_progress``: the last progress line of a stream is followed by silence for many
 step-times (10 ×, at least 3 min) until the end of what was observed.
-``throughput_drop``: a rate falls to half its earlier level or less and stays down.
+``throughput_drop``: a rate falls to 60 % of its earlier level or less and stays down.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["no_progress", "throughput_drop"]
 STALL_STEPS = 10
 MIN_STALL_NS = 180 * 10**9
 MIN_POINTS = 5
-DROP_RATIO = 0.5  # the rate after the drop, as a fraction of before
+DROP_RATIO = 0.6  # the rate at and after the drop, as a fraction of before
 STAY_RATIO = 0.75  # no reading after the drop may climb back above this fraction
 MIN_AFTER = 3
 MAX_SERIES = 2000
@@ -100,8 +100,9 @@ def throughput_drop(events: Sequence[Event]) -> list[Event]:
                 continue  # cheap reject: the median before is at most the maximum before
             before = median(values[1:i])  # the first reading is warm-up
             after = values[i:]
-            if values[i] <= DROP_RATIO * before and suffix_max[i] <= STAY_RATIO * before:
-                low = median(after)
+            low = median(after)
+            if values[i] <= DROP_RATIO * before and low <= DROP_RATIO * before \
+                    and suffix_max[i] <= STAY_RATIO * before:
                 at = pts[i][1]
                 step = at.attrs.get("step")
                 where = f" at step {step}" if step is not None else ""
