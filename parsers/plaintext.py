@@ -1,43 +1,29 @@
 """Last-resort parser for any text that no specific format claims.
 
-It keeps only notable lines: those holding a signature anchor (``ctx.notable``) or
-a generic error word. Everything else stays in the file, reachable by offset.
+Unknown text is read like process output (a pasted traceback can sit anywhere in it): the
+stream scan of ``process_output`` finds tracebacks, CUDA errors, c10d records and the other
+framework records, and in addition any line holding a signature anchor (``ctx.notable``) or a
+generic error word becomes a ``log`` event. Everything else stays in the file, reachable by offset.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from forensics.events import Event, Severity, TsSource
 from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.process_output import scan
 from forensics.textdoc import TextDocument
-
-GENERIC_NOTABLE = (b"Error", b"ERROR", b"error:", b"Traceback", b"FATAL", b"Fatal", b"Killed", b"panic")
 
 
 class PlainTextParser:
     name = "text"
-    samples = ("something happened\nRuntimeError: something failed\n",)
+    samples = ("backup started\nbackup.sh: error: disk /dev/sdb1 is full\n",)
 
     def detect(self, head: list[str]) -> float:
         return 0.01 if head else 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
-        for line in doc.candidate_lines(ctx.notable + GENERIC_NOTABLE):
-            text = line.text.strip()
-            if not text:
-                continue
-            ts = ctx.receipt_ts(line.offset) if ctx.receipt_ts else None
-            yield Event(
-                ts=ts,
-                ts_source=TsSource.RECEIPT if ts is not None else TsSource.NONE,
-                source=ctx.source,
-                kind="log",
-                message=text,
-                origin=ctx.origin(line),
-                severity=Severity.ERROR if "rror" in text or "Killed" in text else Severity.INFO,
-                host=ctx.host,
-            )
+        return scan(doc, ctx, generic=True)
 
 
 PARSER = PlainTextParser()

@@ -1,0 +1,117 @@
+"""NCCL_DEBUG output: ``host:pid:tid [cudaDev] NCCL INFO|WARN ...`` lines (catalog §1.7).
+
+Only a few INFO lines are facts worth an event (communicator init with rank, size, device and
+PCI bus id; the NCCL version; environment echoes); the rest is chatter and stays in the file.
+WARN lines are events, with the ``file.cc:line -> code`` return-code chain that follows them
+folded into their detail. NCCL >= 2.26 puts ``[YYYY-MM-DD HH:MM:SS] `` before WARN lines; that
+stamp is peeled off with the other logging headers (``stream_text``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["NcclLine", "bus_id_to_pci", "chain_code", "parse_nccl_line", "parse_nccl_tests"]
+
+_LINE = re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+                   r"(?:(?P<src>[\w./-]+:\d+) )?NCCL (?P<lv>INFO|WARN|ERROR|ABORT|TRACE) ?(?P<msg>.*)$")
+_INIT = re.compile(r"comm (?P<comm>0x[0-9a-f]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
+                   r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-f:.]+)")
+_VERSION = re.compile(r"NCCL version (?P<v>[\d.]+(?:\+\S+)?)")
+_ENV = re.compile(r"(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?$")
+_CHAIN = re.compile(r"^(?P<src>[\w./-]+:\d+) -> (?P<code>\d+)(?: \[[\w ]+\])?$")
+#: NCCL result codes (nccl.h).
+NCCL_RESULTS = {0: "ncclSuccess", 1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
+                4: "ncclInvalidArgument", 5: "ncclInvalidUsage", 6: "ncclRemoteError", 7: "ncclInProgress",
+                8: "ncclTimeout"}
+
+
+@dataclass
+class NcclLine:
+    """One NCCL debug line: who printed it and what it says."""
+
+    host: str
+    pid: int
+    tid: int
+    cuda_dev: int
+    level: str
+    message: str
+    source: str | None
+    attrs: dict[str, Any] = field(default_factory=dict)
+    notable: bool = False
+
+
+def bus_id_to_pci(bus: str) -> str | None:
+    """NCCL's ``busId`` (``c9000``, ``0000:c9:00.0``) as a PCI address ``dddd:bb:dd.f``."""
+    digits = bus.replace(":", "").replace(".", "").lower()
+    if not digits or any(c not in "0123456789abcdef" for c in digits) or len(digits) < 5:
+        return None
+    func, dev, bus_no, domain = digits[-1], digits[-3:-1], digits[-5:-3], digits[:-5] or "0"
+    try:
+        return f"{int(domain, 16):04x}:{bus_no}:{dev}.{int(func, 16) & 7}"
+    except ValueError:
+        return None
+
+
+def parse_nccl_line(text: str) -> NcclLine | None:
+    """Parse one NCCL debug line (prefixes already removed); ``None`` when it is not one."""
+    m = _LINE.match(text)
+    if not m:
+        return None
+    rec = NcclLine(m.group("host"), int(m.group("pid")), int(m.group("tid")), int(m.group("dev")), m.group("lv"),
+                   m.group("msg").strip(), m.group("src"))
+    msg = rec.message
+    rec.attrs = {"host": rec.host, "pid": rec.pid, "tid": rec.tid, "cuda_dev": rec.cuda_dev}
+    if rec.source:
+        rec.attrs["src"] = rec.source
+    if rec.level != "INFO" and rec.level != "TRACE":
+        rec.notable = True
+    elif "Init COMPLETE" in msg:
+        i = _INIT.search(msg)
+        if i:
+            rec.attrs.update(rank=int(i.group("rank")), nranks=int(i.group("nranks")), comm=i.group("comm"),
+                             bus_id=i.group("bus"))
+            pci = bus_id_to_pci(i.group("bus"))
+            if pci:
+                rec.attrs["pci"] = pci
+        rec.notable = True
+    elif "NCCL version" in msg:
+        v = _VERSION.search(msg)
+        if v:
+            rec.attrs["version"] = v.group("v")
+        rec.notable = True
+    elif "set by environment to" in msg:
+        e = _ENV.search(msg)
+        if e:
+            rec.attrs["env"] = e.group("name")
+            rec.attrs["value"] = e.group("value")
+        rec.notable = True
+    return rec
+
+
+def chain_code(rec: NcclLine) -> int | None:
+    """The result code of an error-propagation line ``INFO file.cc:123 -> 6``; ``None`` otherwise."""
+    if rec.level != "INFO":
+        return None
+    m = _CHAIN.match(rec.message)
+    return int(m.group("code")) if m else None
+
+
+_TESTS_HEAD = re.compile(r"^# nThread (\d+) nGpus (\d+) minBytes (\d+) maxBytes (\d+)")
+_TESTS_FAIL = re.compile(r"Test (?:CUDA |NCCL )?failure (\S+)(?: '([^']*)')?")
+
+
+def parse_nccl_tests(text: str) -> tuple[str, dict[str, Any], bool] | None:
+    """An nccl-tests header or failure line: (message, attrs, is_error)."""
+    m = _TESTS_HEAD.match(text)
+    if m:
+        return text, {"tool": "nccl-tests", "nthread": int(m.group(1)), "ngpus": int(m.group(2))}, False
+    m = _TESTS_FAIL.search(text)
+    if m:
+        attrs: dict[str, Any] = {"tool": "nccl-tests", "src": m.group(1)}
+        if m.group(2):
+            attrs["error"] = m.group(2)
+        return text, attrs, True
+    return None
