@@ -105,11 +105,10 @@ class LspciParser:
             attrs = {"tool": self.name, "pci": dev.bus, "speed_gts": speed, "gen": gen_of_speed(speed or 0),
                      "width": width, "gen_max": gen_of_speed(cap_speed or 0), "width_max": cap_width,
                      "speed_downgraded": speed_down, "width_downgraded": width_down}
-            where = dev.bus or "PCIe device"
             state = "width downgraded" if width_down else "speed downgraded (normal at idle)" if speed_down else "ok"
             cap = f" (capable of {cap_speed:g}GT/s x{cap_width})" if cap_speed and cap_width else ""
             yield smi_event(ctx, ctx.origin(line), "pcie-link",
-                            f"{where} PCIe link {speed or '?'}GT/s x{width or '?'}{cap}: {state}", gpu=dev.bus,
+                            f"{dev.bus + ' ' if dev.bus else ''}PCIe link {speed or '?'}GT/s x{width or '?'}{cap}: {state}", gpu=dev.bus,
                             severity=Severity.WARNING if width_down else Severity.INFO, attrs=attrs,
                             detail=f"{text.strip()}")
 

@@ -208,6 +208,8 @@ class WindowsEventXmlParser:
     )
 
     def detect(self, head: list[str]) -> float:
+        if not head or not re.match(r"^\s*(?:[-+]\s+)?<", head[0]):
+            return 0.0  # XML exports start with markup; text exports that embed XML are not this
         text = "\n".join(head[:20])
         if _NS in text and "<Event" in text:
             return 0.95

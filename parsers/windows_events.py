@@ -17,6 +17,7 @@ from forensics.parsers.base import ParseContext
 
 __all__ = [
     "DateOrder",
+    "KNOWN_MESSAGES",
     "LEVEL_NAMES",
     "build_winevent",
     "guess_date_order",
@@ -48,6 +49,13 @@ def level_from_name(text: str) -> int | None:
     return LEVEL_NAMES.get(t)
 
 
+#: Descriptions of well-known events whose message DLL is not in an XML/evtx export
+#: (Microsoft's documented wording; ``{0}`` = first insertion string).
+KNOWN_MESSAGES = {
+    ("display", 4101): "Display driver {0} stopped responding and has successfully recovered.",
+}
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -72,6 +80,9 @@ def build_winevent(
 ) -> Event:
     """One ``winevent``: message = ``<provider> <id>: <description or insertion strings>``."""
     strings = [s for s in (_one_line(d) for d in data) if s]
+    known = KNOWN_MESSAGES.get(((provider or "").lower(), event_id or -1))
+    if not (rendered and rendered.strip()) and known and strings:
+        rendered = known.format(*strings)
     body = _one_line(rendered) if rendered and rendered.strip() else " | ".join(strings)
     head = " ".join(p for p in (provider or "", str(event_id) if event_id is not None else "") if p)
     message = f"{head}: {body}" if head and body else (head or body or "Windows event")
