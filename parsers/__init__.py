@@ -15,6 +15,7 @@ from forensics.parsers import (
     dmesg_ctime,
     dmesg_delta,
     dmesg_iso,
+    elastic_error_file,
     journal_json,
     journalctl,
     k8s_device_plugin,
@@ -31,6 +32,7 @@ from forensics.parsers import (
     nvml_events,
     nvml_samples,
     plaintext,
+    process_output,
     syslog,
     talos,
     windbg,
@@ -78,6 +80,11 @@ PARSERS: tuple[Parser, ...] = (
     syslog.PARSER,
     journalctl.PARSER,
     dmesg.PARSER,
+    # What a training job prints: the JSON error file, NCCL_DEBUG files, Slurm output, then any process output.
+    elastic_error_file.PARSER,
+    process_output.NCCL_DEBUG_PARSER,
+    process_output.SLURM_PARSER,
+    process_output.PARSER,
     plaintext.PARSER,  # always last: the catch-all
 )
 
