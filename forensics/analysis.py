@@ -153,7 +153,7 @@ def analyze(paths: Sequence[str], options: Options | None = None,
         report, events, metrics = parse_input(item, options, notable)
         sources.append(report)
         per_source.append((events, metrics))
-    timeline = build_timeline(per_source)
+    timeline = build_timeline(per_source, offsets=options.offsets, names=[s.path for s in sources])
     findings, verdict = match.diagnose(timeline, signatures)
     warnings = [w for s in sources for w in s.warnings] + verdict.warnings
     return Analysis(sources, timeline, findings, verdict, warnings)

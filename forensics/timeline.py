@@ -1,28 +1,81 @@
-"""One timeline from many sources: place every event in UTC and merge them in order.
+"""One timeline from many sources and hosts: place every event in UTC and merge them in order.
 
-Events that carry no time keep their file order and are placed between their stamped
-neighbours (``inferred``) when the same source has stamps; otherwise they stay
-unplaced (``ts=None``) and sort after the placed ones of their own source.
+Steps (:func:`build_timeline`):
+
+1. **Boot-relative stamps** (raw ``dmesg``, ``/dev/kmsg``) without a known boot time are placed
+   through a *boot anchor* of the same host: an entry that carries both clocks (journal JSON's
+   realtime + monotonic, a syslog line holding the kernel's ``[ 123.456]`` stamp, ``dmesg``
+   printing raw and ctime together) or the same kernel record seen in two files, once with
+   an uptime and once with a wall clock. When anchors disagree (several boots), the one that
+   shares a record with the file wins, else the latest boot.
+2. **Untimed events** take the time of their stamped neighbours in the same file (``inferred``).
+3. **Clock offsets between hosts** are estimated from events every host logs at the same
+   moment (the same training step, NCCL init completing, the same c10d collective timing
+   out, a rendezvous): matched by a normalized key, the median of the differences against a
+   reference host, with a robust uncertainty (:func:`estimate_offsets`). Offsets given by the
+   user (``--offset HOST=+3.2s``) override the estimate. A host's events are shifted when the
+   estimate rests on at least two pairs and exceeds its uncertainty.
+4. Everything is merged by time (unplaced events after the placed ones of their source, in
+   file order), and the identity table (forensics/identity.py) fills ``gpu``/``rank`` where
+   the logs join them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from forensics.events import Event, MetricSample, TsSource
+from forensics.identity import IdentityTable, build_identity
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Timeline", "build_timeline", "place_boot_relative"]
+__all__ = [
+    "ClockOffset",
+    "Timeline",
+    "boot_anchors",
+    "build_timeline",
+    "estimate_offsets",
+    "place_boot_relative",
+    "sync_key",
+]
+
+NS = 1_000_000_000
+#: anchors closer than this belong to the same boot (ctime stamps have 1 s resolution)
+_SAME_BOOT_NS = 10 * NS
+#: an uptime this close to another file's uptime for the same message is the same record
+_SAME_RECORD_NS = 2_000_000
+#: event kinds that come from the kernel log (see parsers/kernel_messages.py)
+KERNEL_KINDS = frozenset({"xid", "nvrm", "aer", "pcie-link", "iommu", "oom-killer", "hung-task", "dxg", "kernel",
+                          "boot"})
+
+
+class ClockOffset(NamedTuple):
+    """Seconds to add to one host's stamps to align it with the reference host."""
+
+    offset_s: float
+    uncertainty_s: float
+    n_pairs: int
 
 
 @dataclass
 class Timeline:
     events: list[Event]
     metrics: list[MetricSample] = field(default_factory=list)
+    #: per host: the estimated (or user-given) offset, its uncertainty and how many pairs it rests on
+    clock_offsets: dict[str, ClockOffset] = field(default_factory=dict)
+    #: the host the others were aligned to
+    clock_reference: str | None = None
+    #: per host: seconds actually added to its stamps
+    offsets_applied: dict[str, float] = field(default_factory=dict)
+    identity: IdentityTable = field(default_factory=IdentityTable)
+    #: what the timeline did to place events, in words (boot anchors used, offsets applied)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def hosts(self) -> list[str]:
@@ -54,6 +107,100 @@ def place_boot_relative(events: Sequence[Event], boot_time_ns: int | None) -> li
     return out
 
 
+# -- boot anchors ------------------------------------------------------------------------------
+class _Anchor(NamedTuple):
+    host: str | None
+    boot_ns: int
+    uptime_ns: int
+    key: str
+
+
+def _message_key(e: Event) -> str:
+    return " ".join(e.message.split())
+
+
+def _absolute(e: Event) -> bool:
+    return e.ts is not None and e.ts_source in (TsSource.EXACT, TsSource.LOCAL)
+
+
+def boot_anchors(per_source: Sequence[Sequence[Event]]) -> list[_Anchor]:
+    """Boot times revealed by the sources: entries carrying both clocks, and the same kernel
+    record seen in one file with an uptime and in another with a wall clock."""
+    anchors: list[_Anchor] = []
+    for evs in per_source:
+        for e in evs:
+            if e.uptime_ns is None:
+                continue
+            boot = e.attrs.get("boot_time_ns")
+            if isinstance(boot, int):
+                anchors.append(_Anchor(e.host, boot, e.uptime_ns, _message_key(e)))
+            elif _absolute(e) and e.ts is not None:
+                anchors.append(_Anchor(e.host, e.ts - e.uptime_ns, e.uptime_ns, _message_key(e)))
+    # the same record in a boot-relative file and in a wall-clock file (dmesg and dmesg -T)
+    walls: dict[tuple[str | None, str], list[int]] = defaultdict(list)
+    uptimes: dict[tuple[str | None, str], list[int]] = defaultdict(list)
+    for evs in per_source:
+        for e in evs:
+            if e.ts is None and e.uptime_ns is not None:
+                uptimes[(e.host, _message_key(e))].append(e.uptime_ns)
+            elif e.uptime_ns is None and _absolute(e) and e.ts is not None and e.kind in KERNEL_KINDS:
+                walls[(e.host, _message_key(e))].append(e.ts)
+    for key, ups in uptimes.items():
+        ts = walls.get(key)
+        if ts and len(ups) == 1 and len(ts) == 1:  # unique on both sides, else ambiguous
+            anchors.append(_Anchor(key[0], ts[0] - ups[0], ups[0], key[1]))
+    return anchors
+
+
+def _choose_boot(anchors: list[_Anchor], records: set[tuple[str, int]]) -> tuple[int, str] | None:
+    """The boot time for a file whose (message, uptime) records are ``records``."""
+    if not anchors:
+        return None
+    same_record = [a.boot_ns for a in anchors
+                   if any(abs(a.uptime_ns - up) <= _SAME_RECORD_NS for k, up in records if k == a.key)]
+    if same_record:
+        return int(statistics.median(same_record)), "a record both files hold"
+    boots = sorted(a.boot_ns for a in anchors)
+    clusters: list[list[int]] = [[boots[0]]]
+    for b in boots[1:]:
+        if b - clusters[-1][-1] > _SAME_BOOT_NS:
+            clusters.append([b])
+        else:
+            clusters[-1].append(b)
+    why = "the host's boot time" if len(clusters) == 1 else "the latest of several boots"
+    return int(statistics.median(clusters[-1])), why
+
+
+def _place_with_anchors(per_source: list[list[Event]], names: Sequence[str], notes: list[str]) -> list[list[Event]]:
+    pending = [i for i, evs in enumerate(per_source) if any(e.ts is None and e.uptime_ns is not None for e in evs)]
+    if not pending:
+        return per_source
+    anchors = boot_anchors(per_source)
+    if not anchors:
+        return per_source
+    by_host: dict[str | None, list[_Anchor]] = defaultdict(list)
+    for a in anchors:
+        by_host[a.host].append(a)
+    named = [h for h in by_host if h is not None]
+    out = list(per_source)
+    for i in pending:
+        evs = per_source[i]
+        hosts = {e.host for e in evs if e.ts is None and e.uptime_ns is not None}
+        host = next(iter(hosts)) if len(hosts) == 1 else None
+        cands = by_host.get(host, [])
+        if host is None and not cands and len(named) == 1:
+            cands = by_host[named[0]]
+        records = {(_message_key(e), e.uptime_ns) for e in evs if e.uptime_ns is not None}
+        chosen = _choose_boot(cands, records)
+        if chosen is None:
+            continue
+        boot, why = chosen
+        out[i] = place_boot_relative(evs, boot)
+        notes.append(f"{names[i] if i < len(names) else f'source {i}'}: boot-relative stamps placed from {why}")
+    return out
+
+
+# -- untimed events ------------------------------------------------------------------------------
 def _infer_untimed(events: list[Event]) -> list[Event]:
     """Within one source (file order), give untimed events their previous neighbour's time."""
     if not any(e.ts is not None for e in events):
@@ -77,16 +224,142 @@ def _infer_untimed(events: list[Event]) -> list[Event]:
     return out
 
 
-def build_timeline(per_source: Iterable[tuple[list[Event], list[MetricSample]]]) -> Timeline:
-    """Merge per-source event lists (each in file order) into one ordered timeline."""
-    events: list[tuple[int, int, int, Event]] = []
-    metrics: list[MetricSample] = []
-    for source_no, (evs, ms) in enumerate(per_source):
-        for i, e in enumerate(_infer_untimed(evs)):
+# -- clock offsets between hosts -------------------------------------------------------------------
+_NUM_RE = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
+_SYNC_SOURCES = (TsSource.EXACT, TsSource.LOCAL, TsSource.RECEIPT, TsSource.BOOT_RELATIVE)
+
+
+def _normalized(text: str, host: str | None) -> str:
+    if host:
+        text = text.replace(host, "H")
+    return " ".join(_NUM_RE.sub("#", text).lower().split())
+
+
+def sync_key(e: Event) -> tuple[Any, ...] | None:
+    """A key naming a moment every host of a job logs (``None`` for other events): the same
+    training step, NCCL communicator init completing, one c10d collective, a rendezvous."""
+    a = e.attrs
+    if e.kind == "progress":
+        step = a.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            return ("step", step)
+        return None
+    if e.kind == "nccl" and "Init COMPLETE" in e.message:
+        return ("nccl-init", a.get("nranks"))
+    if e.kind == "c10d" and a.get("seq") is not None:
+        return ("c10d", a.get("pg"), a.get("seq"), a.get("op_type"))
+    if "endezvous" in e.message and e.kind in ("torchrun", "log", "warning"):
+        return ("rendezvous", _normalized(e.message, e.host))
+    return None
+
+
+def _first_times(events: Iterable[Event]) -> dict[str, dict[tuple[Any, ...], int]]:
+    """Per host, per sync key, the earliest time (several ranks of one host log the same key)."""
+    out: dict[str, dict[tuple[Any, ...], int]] = defaultdict(dict)
+    for e in events:
+        if e.host is None or e.ts is None or e.ts_source not in _SYNC_SOURCES:
+            continue
+        key = sync_key(e)
+        if key is None:
+            continue
+        seen = out[e.host].get(key)
+        if seen is None or e.ts < seen:
+            out[e.host][key] = e.ts
+    return out
+
+
+def _robust(diffs: list[int]) -> tuple[float, float]:
+    """Median (s) and its uncertainty (s): 1.4826·MAD/√n, at least the stamps' resolution."""
+    med = statistics.median(diffs)
+    n = len(diffs)
+    if n == 1:
+        return med / NS, 1.0
+    mad = statistics.median(abs(d - med) for d in diffs)
+    whole_seconds = all(d % NS == 0 for d in diffs)
+    floor = 0.5 if whole_seconds else 0.001
+    return med / NS, max(1.4826 * mad / NS / n**0.5, floor)
+
+
+def estimate_offsets(events: Iterable[Event]) -> tuple[str | None, dict[str, ClockOffset]]:
+    """(reference host, per-host offsets) from events that every host logs at the same moment."""
+    times = _first_times(events)
+    if len(times) < 2:
+        return (next(iter(times)) if times else None), {}
+    ref = max(sorted(times), key=lambda h: len(times[h]))
+    known: dict[str, float] = {ref: 0.0}
+    offsets: dict[str, ClockOffset] = {ref: ClockOffset(0.0, 0.0, 0)}
+    while True:
+        best: tuple[int, str] | None = None
+        for h in sorted(times):
+            if h in known:
+                continue
+            common = sum(len(times[h].keys() & times[g].keys()) for g in known)
+            if common and (best is None or common > best[0]):
+                best = (common, h)
+        if best is None:
+            break
+        h = best[1]
+        diffs = [times[g][k] + int(known[g] * NS) - times[h][k]
+                 for g in known for k in times[h].keys() & times[g].keys()]
+        off, unc = _robust(diffs)
+        known[h] = off
+        offsets[h] = ClockOffset(round(off, 6), round(unc, 6), len(diffs))
+    return ref, offsets
+
+
+def _shift(items: list[Any], shifts: Mapping[str, int]) -> list[Any]:
+    out = []
+    for x in items:
+        if x.host in shifts and x.ts is not None:
+            x = replace(x, ts=x.ts + shifts[x.host])
+        out.append(x)
+    return out
+
+
+# -- the whole timeline ----------------------------------------------------------------------------
+def build_timeline(per_source: Iterable[tuple[list[Event], list[MetricSample]]],
+                   offsets: Mapping[str, float] | None = None, names: Sequence[str] = ()) -> Timeline:
+    """Merge per-source event lists (each in file order) into one ordered timeline.
+
+    ``offsets``: user-given seconds to add per host (override the estimate); ``names`` the
+    sources' display names, for the notes.
+    """
+    sources = [(list(evs), list(ms)) for evs, ms in per_source]
+    notes: list[str] = []
+    placed = _place_with_anchors([evs for evs, _ in sources], names, notes)
+    inferred = [_infer_untimed(evs) for evs in placed]
+    metrics = [m for _, ms in sources for m in ms]
+
+    ref, estimated = estimate_offsets(e for evs in inferred for e in evs)
+    clock_offsets = dict(estimated)
+    given = dict(offsets or {})
+    ref_shift = given.get(ref, 0.0) if ref else 0.0
+    applied: dict[str, float] = {}
+    for host, off in estimated.items():
+        if host in given or host == ref:
+            continue
+        if off.n_pairs >= 2 and abs(off.offset_s) > off.uncertainty_s:
+            applied[host] = off.offset_s + ref_shift
+            notes.append(f"{host}: clock shifted by {off.offset_s:+.3f} s (±{off.uncertainty_s:.3f} s, "
+                         f"{off.n_pairs} shared events with {ref})")
+    for host, value in given.items():
+        applied[host] = value
+        clock_offsets[host] = ClockOffset(value, 0.0, 0)
+        notes.append(f"{host}: clock shifted by {value:+.3f} s (given by the user)")
+    if applied:
+        shifts = {h: round(v * NS) for h, v in applied.items() if v}
+        inferred = [_shift(evs, shifts) for evs in inferred]
+        metrics = _shift(metrics, shifts)
+
+    keyed: list[tuple[int, int, int, Event]] = []
+    for source_no, evs in enumerate(inferred):
+        for i, e in enumerate(evs):
             # Placed events by time; unplaced ones after all placed ones, in file order.
-            key = e.ts if e.ts is not None else 1 << 62
-            events.append((key, source_no, i, e))
-        metrics.extend(ms)
-    events.sort(key=lambda t: (t[0], t[1], t[2]))
+            keyed.append((e.ts if e.ts is not None else 1 << 62, source_no, i, e))
+    keyed.sort(key=lambda t: (t[0], t[1], t[2]))
     metrics.sort(key=lambda m: (m.ts if m.ts is not None else 1 << 62))
-    return Timeline([t[3] for t in events], metrics)
+    events = [t[3] for t in keyed]
+    identity = build_identity(events, metrics)
+    if identity.rows:
+        events = [identity.fill(e) for e in events]
+    return Timeline(events, metrics, clock_offsets, ref, applied, identity, notes)

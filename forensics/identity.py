@@ -1,0 +1,247 @@
+"""Who is who across layers: host × rank × local rank × GPU index × UUID × PCI bus id × pid.
+
+Each layer names the same worker differently: NCCL's ``Init COMPLETE`` line gives rank, pid and
+bus id; an Xid line gives the PCI address and the pid that owned the channel; the OOM killer
+gives a pid; torchrun gives local rank and pid; nvidia-smi and NVML give index, bus id and
+UUID. :class:`IdentityTable` joins whatever the events reveal into rows, so that an Xid on
+``0000:3b:00.0`` can be attributed to rank 6, and an OOM-killed pid to its rank and GPU.
+
+Joining rules: facts from one event describe one worker; two facts join when they share a
+key — a PCI address, UUID, pid, local rank or GPU index on the same host, or a global rank —
+unless joining would give one row two different values of a single-valued field (a pid
+reused by another job, a sub-communicator's rank), in which case they stay apart. Ranks are
+taken from NCCL only for the largest communicator seen (the world), since sub-communicators
+number their ranks from 0. Events without a host join the only named host when there is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from forensics.events import Event, MetricSample
+from forensics.pci import normalize_pci
+
+__all__ = ["Identity", "IdentityTable", "build_identity"]
+
+_SINGLE = ("rank", "local_rank", "gpu_index", "uuid", "pci")
+_HOST_SCOPED = ("local_rank", "gpu_index", "pci", "pid")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """One worker/GPU as far as the logs reveal it; unknown fields are ``None``."""
+
+    host: str | None
+    rank: int | None = None
+    local_rank: int | None = None
+    gpu_index: int | None = None
+    uuid: str | None = None
+    pci: str | None = None
+    pids: frozenset[int] = frozenset()
+
+    @property
+    def gpu(self) -> str | None:
+        """The GPU as Event.gpu names it: the PCI address, else the index."""
+        if self.pci:
+            return self.pci
+        return str(self.gpu_index) if self.gpu_index is not None else None
+
+
+@dataclass
+class _Group:
+    host: str | None
+    values: dict[str, Any] = field(default_factory=dict)
+    pids: set[int] = field(default_factory=set)
+
+    def compatible(self, other: _Group) -> bool:
+        if self.host != other.host and self.host is not None and other.host is not None:
+            return False
+        return all(self.values[k] == other.values[k] for k in self.values.keys() & other.values.keys())
+
+    def absorb(self, other: _Group) -> None:
+        self.host = self.host or other.host
+        for k, v in other.values.items():
+            self.values.setdefault(k, v)
+        self.pids |= other.pids
+
+    def keys(self) -> list[tuple[str, str | None, Any]]:
+        out: list[tuple[str, str | None, Any]] = []
+        for k, v in self.values.items():
+            out.append((k, self.host if k in _HOST_SCOPED else None, v))
+        out.extend(("pid", self.host, p) for p in self.pids)
+        return out
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _fact(host: str | None, attrs: Mapping[str, Any], kind: str, gpu: str | None, rank: int | None,
+          pid: int | None, world: int | None) -> _Group | None:
+    g = _Group(host)
+    pci = normalize_pci(attrs.get("pci")) or normalize_pci(attrs.get("bus_id"))
+    if gpu and not pci:
+        if gpu.isdigit():
+            g.values["gpu_index"] = int(gpu)
+        else:
+            pci = normalize_pci(gpu)
+    if pci:
+        g.values["pci"] = pci
+    uuid = attrs.get("uuid")
+    if isinstance(uuid, str) and uuid.startswith("GPU-"):
+        g.values["uuid"] = uuid
+    if kind in ("gpu-info", "nvidia-smi"):
+        index = _int(attrs.get("index", attrs.get("gpu_index")))
+        if index is not None:
+            g.values["gpu_index"] = index
+    r = rank if rank is not None else _int(attrs.get("rank"))
+    if r is not None and kind == "nccl":
+        nranks = _int(attrs.get("nranks"))
+        if world is not None and nranks != world:
+            r = None  # a sub-communicator's rank is not the global rank
+    if r is not None:
+        g.values["rank"] = r
+    lr = _int(attrs.get("local_rank"))
+    if lr is not None:
+        g.values["local_rank"] = lr
+    for p in (pid, _int(attrs.get("pid"))):
+        if p is not None and p > 0:
+            g.pids.add(p)
+    if len(g.values) + len(g.pids) < 2 and not (set(g.values) & {"pci", "uuid"}):
+        return None  # a lone pid or rank joins nothing and says nothing
+    return g
+
+
+class IdentityTable:
+    """The joined rows, with look-ups by any key."""
+
+    def __init__(self, rows: Iterable[Identity] = ()) -> None:
+        self.rows: list[Identity] = list(rows)
+        self._hosts = {r.host for r in self.rows if r.host}
+        self._index: dict[tuple[str, str | None, Any], Identity] = {}
+        for row in self.rows:
+            for key in _row_keys(row):
+                self._index.setdefault(key, row)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[Identity]:
+        return iter(self.rows)
+
+    def _host(self, host: str | None) -> str | None:
+        if host is None and len(self._hosts) == 1:
+            return next(iter(self._hosts))
+        return host
+
+    def find(self, host: str | None = None, *, rank: int | None = None, local_rank: int | None = None,
+             gpu_index: int | None = None, uuid: str | None = None, pci: str | None = None,
+             pid: int | None = None) -> Identity | None:
+        """The row matching any given key (PCI spellings are normalized)."""
+        h = self._host(host)
+        probes: list[tuple[str, str | None, Any]] = []
+        if pci is not None:
+            norm = normalize_pci(pci)
+            if norm:
+                probes.append(("pci", h, norm))
+        if uuid is not None:
+            probes.append(("uuid", None, uuid))
+        if rank is not None:
+            probes.append(("rank", None, rank))
+        if pid is not None:
+            probes.append(("pid", h, pid))
+        if local_rank is not None:
+            probes.append(("local_rank", h, local_rank))
+        if gpu_index is not None:
+            probes.append(("gpu_index", h, gpu_index))
+        for key in probes:
+            row = self._index.get(key)
+            if row is not None:
+                return row
+        return None
+
+    def fill(self, event: Event) -> Event:
+        """``event`` with ``gpu``/``rank`` filled in where the table joins them (else unchanged)."""
+        if event.gpu is not None and event.rank is not None:
+            return event
+        attrs = event.attrs
+        pid = event.pid if event.pid is not None else _int(attrs.get("pid"))
+        row = self.find(event.host, pci=event.gpu if event.gpu and not event.gpu.isdigit() else attrs.get("pci"),
+                        uuid=attrs.get("uuid") if isinstance(attrs.get("uuid"), str) else None,
+                        rank=event.rank, pid=pid, local_rank=_int(attrs.get("local_rank")))
+        if row is None:
+            return event
+        gpu = event.gpu if event.gpu is not None else row.gpu
+        rank = event.rank if event.rank is not None else row.rank
+        if gpu == event.gpu and rank == event.rank:
+            return event
+        return replace(event, gpu=gpu, rank=rank)
+
+
+def _row_keys(row: Identity) -> list[tuple[str, str | None, Any]]:
+    keys: list[tuple[str, str | None, Any]] = []
+    if row.pci:
+        keys.append(("pci", row.host, row.pci))
+    if row.uuid:
+        keys.append(("uuid", None, row.uuid))
+    if row.rank is not None:
+        keys.append(("rank", None, row.rank))
+    if row.local_rank is not None:
+        keys.append(("local_rank", row.host, row.local_rank))
+    if row.gpu_index is not None:
+        keys.append(("gpu_index", row.host, row.gpu_index))
+    keys.extend(("pid", row.host, p) for p in row.pids)
+    return keys
+
+
+def build_identity(events: Iterable[Event], metrics: Iterable[MetricSample] = ()) -> IdentityTable:
+    """Join the identities that ``events`` (and NVML samples) reveal."""
+    events = list(events)
+    world = max((n for e in events if e.kind == "nccl" for n in [_int(e.attrs.get("nranks"))] if n is not None),
+                default=None)
+    seen: set[tuple[Any, ...]] = set()
+    facts: list[_Group] = []
+
+    def add(g: _Group | None) -> None:
+        if g is None:
+            return
+        sig = (g.host, tuple(sorted(g.values.items())), tuple(sorted(g.pids)))
+        if sig not in seen:
+            seen.add(sig)
+            facts.append(g)
+
+    for e in events:
+        add(_fact(e.host, e.attrs, e.kind, e.gpu, e.rank, e.pid, world))
+    for m in metrics:
+        add(_fact(m.host, {}, "nvml", m.gpu, None, None, world))
+    named = {f.host for f in facts if f.host}
+    if len(named) == 1:
+        only = next(iter(named))
+        for f in facts:
+            f.host = f.host or only
+
+    groups: list[_Group] = []
+    for f in facts:
+        merged, rest = f, []
+        for g in groups:
+            if set(merged.keys()) & set(g.keys()) and merged.compatible(g):
+                merged.absorb(g)
+            else:
+                rest.append(g)
+        groups = [*rest, merged]
+    rows = [
+        Identity(host=g.host, rank=g.values.get("rank"), local_rank=g.values.get("local_rank"),
+                 gpu_index=g.values.get("gpu_index"), uuid=g.values.get("uuid"), pci=g.values.get("pci"),
+                 pids=frozenset(g.pids))
+        for g in groups
+    ]
+    rows.sort(key=lambda r: (r.host or "", r.rank if r.rank is not None else 1 << 30, r.pci or "", r.gpu_index or 0))
+    return IdentityTable(rows)
