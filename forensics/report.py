@@ -1,14 +1,27 @@
-"""Render an :class:`~forensics.analysis.Analysis` for a person (terminal text)."""
+"""Render an :class:`~forensics.analysis.Analysis` for a person (terminal text).
+
+The first screen answers: what killed the run, how sure we are, the lines that prove
+it (file:line and time), what to do, then what followed, the risks, and what else was
+considered and why it lost. Plain text, no colour, so it pastes into a ticket.
+"""
 
 from __future__ import annotations
 
+import textwrap
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from forensics.events import Event, TsSource
+
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
+    from forensics.findings import Finding
 
-__all__ = ["iso", "render_text"]
+__all__ = ["iso", "render_text", "when"]
+
+WIDTH = 100
+MAX_EVIDENCE_LINES = 6
+MAX_MESSAGE = 150
 
 
 def iso(ts: int | None) -> str | None:
@@ -18,47 +31,103 @@ def iso(ts: int | None) -> str | None:
     return datetime.fromtimestamp(ts / 1e9, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+def when(e: Event) -> str:
+    """A time for people: seconds precision, ``≈`` when it was inferred or is a receipt time."""
+    if e.ts is None:
+        return "(no time)"
+    text = datetime.fromtimestamp(e.ts / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S") + "Z"
+    if e.ts_source in (TsSource.INFERRED, TsSource.RECEIPT):
+        return "≈" + text
+    if e.ts_source == TsSource.LOCAL:
+        return text[:-1] + " (local)"
+    return text
+
+
+def _short(text: str, limit: int = MAX_MESSAGE) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    out: list[str] = []
+    for para in text.strip().split("\n\n"):
+        out.extend(textwrap.wrap(" ".join(para.split()), WIDTH, initial_indent=indent, subsequent_indent=indent,
+                                 break_on_hyphens=False))
+    return out
+
+
+def _evidence_lines(f: Finding, limit: int = MAX_EVIDENCE_LINES) -> list[str]:
+    shown = f.evidence[:limit]
+    width = max((len(str(e.origin)) for e in shown), default=0)
+    lines = []
+    for e in shown:
+        head = f"    {when(e):<22} {str(e.origin):<{width}}"
+        if len(head) + 2 + min(len(e.message), 60) > WIDTH + 20:
+            lines += [head.rstrip(), f"        {_short(e.message, WIDTH + 12)}"]
+        else:
+            lines.append(f"{head}  {_short(e.message, max(60, WIDTH + 40 - len(head)))}")
+    total = max(f.matched, len(f.evidence))
+    if total > len(shown):
+        lines.append(f"    … {total - len(shown)} more matching line(s)")
+    return lines
+
+
+def _finding_line(f: Finding) -> str:
+    first = f.evidence[0] if f.evidence else None
+    where = f"  [{first.origin}]" if first is not None else ""
+    note = f" — {f.note}" if f.note else ""
+    return f"    - {f.signature}: {f.title}{note}{where}"
+
+
+def _root(analysis: Analysis) -> list[str]:
+    v = analysis.verdict
+    f = v.root_cause
+    assert f is not None
+    out = [f"ROOT CAUSE: {f.title}", f"  [{f.signature} · {v.confidence} confidence · score {f.score:.2f}]"]
+    out += _wrap(v.summary, "  ")
+    out += ["", "  Evidence:", *_evidence_lines(f)]
+    if v.consequences:
+        out += ["", "  What followed (consequences, not causes):"]
+        out += [_finding_line(c) for c in v.consequences]
+    if f.remedy:
+        out += ["", "  What to do:"]
+        for i, step in enumerate(f.remedy, 1):
+            wrapped = textwrap.wrap(" ".join(step.split()), WIDTH - 7, break_on_hyphens=False)
+            out.append(f"    {i}. {wrapped[0] if wrapped else ''}")
+            out += [f"       {w}" for w in wrapped[1:]]
+    if f.explain:
+        out += ["", "  What it means:"]
+        out += _wrap(f.explain, "    ")
+    return out
+
+
 def render_text(analysis: Analysis) -> str:
     v = analysis.verdict
     out: list[str] = []
     if v.root_cause is None:
-        out.append(f"No failure found ({v.confidence} confidence). {v.summary}".rstrip())
+        out.append(f"NO FAILURE FOUND ({v.confidence} confidence)")
+        out += _wrap(v.summary, "  ")
     else:
-        f = v.root_cause
-        out.append(f"ROOT CAUSE: {f.signature} — {f.title}  [{v.confidence} confidence]")
-        if v.summary:
-            out.append(f"  {v.summary}")
-        if f.explain:
-            out.append("")
-            out.append("  " + f.explain.strip().replace("\n", "\n  "))
-        out.append("")
-        out.append("  Evidence:")
-        for e in f.evidence[:8]:
-            out.append(f"    {iso(e.ts) or '(no time)':<28} {e.origin}  {e.message[:160]}")
-        if v.consequences:
-            out.append("")
-            out.append("  Consequences:")
-            for c in v.consequences:
-                out.append(f"    - {c.signature}: {c.title}" + (f" ({c.note})" if c.note else ""))
-        if f.remedy:
-            out.append("")
-            out.append("  What to do:")
-            for i, step in enumerate(f.remedy, 1):
-                out.append(f"    {i}. {step}")
+        out += _root(analysis)
     if v.contributing:
-        out.append("")
-        out.append("  Risks and contributing findings:")
+        out += ["", "  Risks and contributing findings:"]
+        out += [_finding_line(c) for c in v.contributing]
         for c in v.contributing:
-            out.append(f"    - {c.signature}: {c.title}" + (f" ({c.note})" if c.note else ""))
+            if c.evidence:
+                out.append(f"      {_short(c.evidence[0].message, WIDTH)}")
     if v.ruled_out:
-        out.append("")
-        out.append("  Ruled out:")
-        for sig, why in v.ruled_out:
-            out.append(f"    - {sig}: {why}")
+        out += ["", "  Considered and ruled out:"]
+        out += [f"    - {sig}: {why}" for sig, why in v.ruled_out]
+    if v.root_cause is not None and v.root_cause.references:
+        out += ["", "  References: " + "  ".join(v.root_cause.references[:3])]
     out.append("")
     out.append(f"Read {len(analysis.sources)} file(s): "
-               + ", ".join(f"{s.path} ({s.kind}, {s.events} events)" for s in analysis.sources[:10])
+               + ", ".join(f"{s.path} ({s.kind}, {s.events} events"
+                           + (f", {s.metrics} samples" if s.metrics else "") + ")"
+                           for s in analysis.sources[:10])
                + (" …" if len(analysis.sources) > 10 else ""))
     for w in analysis.warnings[:20]:
         out.append(f"warning: {w}")
+    if len(analysis.warnings) > 20:
+        out.append(f"warning: … {len(analysis.warnings) - 20} more")
     return "\n".join(out) + "\n"

@@ -157,11 +157,13 @@ def _where(f: Finding) -> str:
     return f" on {'; '.join(parts)}" if parts else ""
 
 
-def _summary(root: _Node, consequences: list[_Node], reason: str) -> str:
-    from forensics.report import iso
+def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequence[Event]) -> str:
+    from forensics.report import when as human_time
 
     f = root.m.finding
-    when = f" at {iso(root.first)}" if root.first is not None else ""
+    first = min((events[p] for p in root.m.anchors if events[p].ts is not None), key=lambda e: e.ts or 0,
+                default=None)
+    when = f" at {human_time(first)}" if first is not None else ""
     text = f"{f.title}{_where(f)}{when}."
     if consequences:
         text += " Then: " + " → ".join(n.sig_id for n in consequences) + "."
@@ -240,7 +242,7 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
     verdict = Verdict(
         root_cause=root.m.finding,
         confidence=confidence,
-        summary=_summary(root, consequences, reason),
+        summary=_summary(root, consequences, reason, events),
         consequences=[n.m.finding for n in consequences],
         contributing=[n.m.finding for n in sorted(risks + side, key=_order_key)],
         ruled_out=ruled_out,
