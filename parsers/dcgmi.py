@@ -95,7 +95,7 @@ class DcgmiDiagParser:
                 continue
             name, value = m.group(1), m.group(2)
             first_line = first_line or line
-            if name.lower() in ("diagnostic",) or set(name) <= {"=", "-", "+"}:
+            if name.lower() == "diagnostic" or (name and set(name) <= {"=", "-", "+"}):
                 continue
             if section.lower() == "metadata":
                 continue

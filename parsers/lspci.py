@@ -108,7 +108,8 @@ class LspciParser:
             state = "width downgraded" if width_down else "speed downgraded (normal at idle)" if speed_down else "ok"
             cap = f" (capable of {cap_speed:g}GT/s x{cap_width})" if cap_speed and cap_width else ""
             yield smi_event(ctx, ctx.origin(line), "pcie-link",
-                            f"{dev.bus + ' ' if dev.bus else ''}PCIe link {speed or '?'}GT/s x{width or '?'}{cap}: {state}", gpu=dev.bus,
+                            f"{dev.bus + ' ' if dev.bus else ''}PCIe link {speed or '?'}GT/s x{width or '?'}{cap}: "
+                            f"{state}", gpu=dev.bus,
                             severity=Severity.WARNING if width_down else Severity.INFO, attrs=attrs,
                             detail=f"{text.strip()}")
 

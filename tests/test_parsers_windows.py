@@ -128,8 +128,9 @@ def test_report1_xml_reads_in_order_with_exact_utc_times() -> None:
     assert kind == "windows-event-xml" and not warnings
     assert [(e.attrs["provider"], e.attrs["event_id"]) for e in events] == [
         ("nvlddmkm", 14), ("nvlddmkm", 14), ("nvlddmkm", 153), ("Display", 4101)]
-    assert [e.ts for e in events] == [_ns("2026-03-14T21:07:31.412187Z") + 600, _ns("2026-03-14T21:07:31.412900Z") + 300,
-                                      _ns("2026-03-14T21:07:31.587041Z") + 200, _ns("2026-03-14T21:07:33.001445Z") + 500]
+    assert [e.ts for e in events] == [  # 7 fractional digits: 100 ns resolution kept
+        _ns("2026-03-14T21:07:31.412187Z") + 600, _ns("2026-03-14T21:07:31.412900Z") + 300,
+        _ns("2026-03-14T21:07:31.587041Z") + 200, _ns("2026-03-14T21:07:33.001445Z") + 500]
     assert all(e.ts_source is TsSource.EXACT for e in events)
     p2p, reorder, tdr, display = events
     assert p2p.message == "nvlddmkm 14: \\Device\\Video3 | PCIE P2PREQ, Uncorrectable SRAM Error"
@@ -222,7 +223,9 @@ Keywords:      Classic
 User:          N/A
 Computer:      AI-RIG
 Description:
-The description for Event ID 153 from source nvlddmkm cannot be found. Either the component that raises this event is not installed on your local computer or the installation is corrupted. You can install or repair the component on the local computer.
+The description for Event ID 153 from source nvlddmkm cannot be found. Either the component that raises \
+this event is not installed on your local computer or the installation is corrupted. You can install or \
+repair the component on the local computer.
 
 The following information was included with the event:
 

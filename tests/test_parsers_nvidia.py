@@ -1,0 +1,326 @@
+"""NVIDIA-tool parsers: corpus files are detected as the right kind, key facts become events with
+the right kind/attrs/GPU, time series become MetricSamples, and no input raises."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forensics.analysis import Options, parse_input
+from forensics.events import Event, MetricSample, Severity, TsSource
+from forensics.parsers import ParseContext, detect, parser_by_name
+from forensics.sources import InputFile, expand_inputs
+from forensics.textdoc import TextDocument
+
+CASES = Path(__file__).parent / "corpus" / "cases"
+
+NVIDIA_PARSERS = ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-xml", "nvidia-smi-csv", "nvidia-smi-dmon",
+                  "nvidia-smi-pmon", "nvidia-smi-topo", "dcgmi-diag", "nvidia-bug-report", "lspci",
+                  "k8s-device-plugin")
+
+Parsed = tuple[str, list[Event], list[MetricSample], list[str]]
+
+
+def _ns(text: str) -> int:
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return (dt - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
+
+
+def _file(path: Path) -> Parsed:
+    (item,) = list(expand_inputs([str(path)]))
+    report, events, metrics = parse_input(item, Options())
+    return report.kind, events, metrics, report.warnings
+
+
+def _text(text: str, options: Options | None = None) -> Parsed:
+    report, events, metrics = parse_input(InputFile("out.txt", text.encode(), mtime=1.7e9), options or Options())
+    return report.kind, events, metrics, report.warnings
+
+
+def _sample(name: str, index: int = 0) -> str:
+    return parser_by_name(name).samples[index]
+
+
+@pytest.mark.parametrize(
+    ("case", "file", "kind"),
+    [
+        ("stall-nvidia-smi-one-gpu-idle", "nvidia-smi.txt", "nvidia-smi"),
+        ("wsl41062-dxg-eoverflow-nvml-blocked", "nvidia-smi.txt", "nvidia-smi"),
+        ("stas00-xid63-row-remap-pending", "nvidia-smi.txt", "nvidia-smi-q"),
+        ("janhq183-lspci-link-downgraded-riser", "lspci.txt", "lspci"),
+        ("k8sdp189-xid69-device-plugin", "device-plugin.log", "k8s-device-plugin"),
+    ],
+)
+def test_corpus_file_is_detected_and_parses_cleanly(case: str, file: str, kind: str) -> None:
+    got, events, metrics, warnings = _file(CASES / case / file)
+    assert got == kind
+    assert not warnings
+    assert events or metrics
+
+
+def test_nvidia_smi_table_gives_one_sample_per_gpu_and_gpu_info() -> None:
+    _, events, metrics, _ = _file(CASES / "stall-nvidia-smi-one-gpu-idle" / "nvidia-smi.txt")
+    assert [m.gpu for m in metrics] == ["0000:53:00.0", "0000:64:00.0"]
+    first = metrics[0].values
+    assert first["util_gpu_pct"] == 100 and first["power_w"] == 116 and first["power_limit_w"] == 700
+    assert first["mem_used_mib"] == 55217 and first["mem_total_mib"] == 81559 and first["temp_c"] == 37
+    assert metrics[0].ts == _ns("2024-09-12T23:12:25Z") and metrics[0].ts_source is TsSource.LOCAL
+    infos = [e for e in events if e.kind == "gpu-info"]
+    assert [e.attrs["name"] for e in infos] == ["NVIDIA H100 80GB HBM3"] * 2
+    assert infos[0].attrs["driver"] == "535.183.01" and infos[0].attrs["index"] == 0
+
+
+def test_nvidia_smi_snapshots_repeat_and_processes_map_to_gpus() -> None:
+    snap = """Thu Nov 14 10:11:{s} 2024
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 566.14                 Driver Version: 566.14         CUDA Version: 12.7     |
+|-----------------------------------------+------------------------+----------------------+
+| GPU  Name                  Driver-Model | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+|=========================================+========================+======================|
+|   0  NVIDIA GeForce RTX 5090      WDDM  |   00000000:01:00.0  On |                  N/A |
+|  0%   66C    P1            512W /  575W |   29010MiB /  32607MiB |     {u}%      Default |
++-----------------------------------------+------------------------+----------------------+
+| Processes:                                                                              |
+|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |
+|=========================================================================================|
+|    0   N/A  N/A            4321      C   ...\\Python312\\python.exe              N/A      |
++-----------------------------------------------------------------------------------------+
+"""
+    kind, events, metrics, warnings = _text(snap.format(s="10", u="98") + snap.format(s="11", u="0"))
+    assert kind == "nvidia-smi" and not warnings
+    assert [m.values["util_gpu_pct"] for m in metrics] == [98, 0]
+    assert [m.ts for m in metrics] == [_ns("2024-11-14T10:11:10Z"), _ns("2024-11-14T10:11:11Z")]
+    assert all(m.gpu == "0000:01:00.0" for m in metrics)
+    procs = [e for e in events if "pid" in e.attrs]
+    assert len(procs) == 1 and procs[0].attrs["pid"] == 4321 and procs[0].gpu == "0000:01:00.0"
+    assert sum(1 for e in events if "name" in e.attrs) == 1  # gpu-info once per GPU
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "gpu"),
+    [
+        ("Failed to initialize NVML: GPU access blocked by the operating system", "OPERATING_SYSTEM", None),
+        ("Unable to determine the device handle for GPU0000:03:00.0: Unknown Error", "UNKNOWN", "0000:03:00.0"),
+        ("Unable to determine the device handle for GPU 0000:05:00.0: GPU is lost.  Reboot the system to recover "
+         "this GPU", "GPU_IS_LOST", "0000:05:00.0"),
+        ("Unable to determine the device handle for GPU0: 0000:01:00.0: GPU is lost.  Reboot the system to "
+         "recover this GPU", "GPU_IS_LOST", "0000:01:00.0"),
+        ("No devices were found", "NOT_FOUND", None),
+        ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+         "NVIDIA driver is installed and running.", "DRIVER_NOT_LOADED", None),
+        ("Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.124",
+         "LIB_RM_VERSION_MISMATCH", None),
+    ],
+)
+def test_nvidia_smi_error_texts_are_error_events(text: str, code: str, gpu: str | None) -> None:
+    kind, events, _, _ = _text(text + "\n")
+    assert kind == "nvidia-smi"
+    ev = events[0]
+    assert ev.kind == "nvidia-smi" and ev.severity is Severity.ERROR
+    assert ev.attrs["nvml_error"] == code and ev.gpu == gpu
+
+
+def test_nvidia_smi_q_remap_pending_and_ecc_counters() -> None:
+    _, events, metrics, _ = _file(CASES / "stas00-xid63-row-remap-pending" / "nvidia-smi.txt")
+    info, pending = events
+    assert info.kind == "gpu-info" and info.gpu == "0000:10:1c.0"
+    assert info.attrs["name"] == "NVIDIA A100-SXM4-80GB" and info.attrs["driver"] == "510.73.08"
+    assert info.attrs["remapped_pending"] is True and info.attrs["remapped_failure"] is False
+    assert pending.severity is Severity.WARNING and pending.attrs["remapped_pending"] is True
+    assert "Remapped Rows Pending: Yes" in pending.message
+    (m,) = metrics
+    assert m.values["remapped_pending"] == 1 and m.values["ecc_sbe_volatile"] == 177
+    assert m.values["ecc_dbe_volatile"] == 0
+    assert m.ts == _ns("2023-06-07T19:32:16Z")
+
+
+def test_nvidia_smi_q_link_below_max_and_readings() -> None:
+    kind, events, metrics, warnings = _text(_sample("nvidia-smi-q", 1))
+    assert kind == "nvidia-smi-q" and not warnings
+    link = next(e for e in events if e.kind == "pcie-link")
+    assert link.severity is Severity.WARNING and link.attrs["width"] == 4 and link.attrs["width_max"] == 16
+    (m,) = metrics
+    assert m.values == {"util_gpu_pct": 97, "util_mem_pct": 41, "mem_total_mib": 16303, "mem_used_mib": 9120,
+                        "temp_c": 61, "power_w": 231.52, "power_limit_w": 300, "pcie_gen": 4, "pcie_gen_max": 4,
+                        "pcie_width": 4, "pcie_width_max": 16, "pcie_replay": 0}
+
+
+def test_nvidia_smi_xml_reports_pcie_sram_uncorrectable_errors() -> None:
+    kind, events, metrics, warnings = _text(_sample("nvidia-smi-xml"))
+    assert kind == "nvidia-smi-xml" and not warnings
+    ecc = next(e for e in events if "sram_sources" in e.attrs)
+    assert ecc.severity is Severity.ERROR and ecc.gpu == "0000:01:00.0"
+    assert ecc.attrs["sram_sources"] == {"pcie": 2} and "pcie=2" in ecc.message
+    assert metrics[0].values["ecc_dbe_volatile"] == 2 and metrics[0].values["temp_c"] == 45
+
+
+def test_q_text_and_xml_of_the_same_gpu_give_the_same_events() -> None:
+    text = """Timestamp                                 : Thu Nov 14 10:12:00 2024
+Driver Version                            : 566.14
+
+Attached GPUs                             : 1
+GPU 00000000:01:00.0
+    Product Name                          : NVIDIA GeForce RTX 5090
+    GPU UUID                              : GPU-1c9d7c35-0f9e-4c1e-8f5e-3a2b1c0d9e8f
+    PCI
+        GPU Link Info
+            PCIe Generation
+                Max                       : 5
+                Current                   : 5
+            Link Width
+                Max                       : 16x
+                Current                   : 16x
+        Replays Since Reset               : 0
+    ECC Errors
+        Volatile
+            SRAM Correctable              : 0
+            SRAM Uncorrectable            : 2
+            DRAM Correctable              : 0
+            DRAM Uncorrectable            : 0
+        Aggregate
+            SRAM Correctable              : 0
+            SRAM Uncorrectable            : 2
+            DRAM Correctable              : 0
+            DRAM Uncorrectable            : 0
+            Aggregate Uncorrectable SRAM Sources
+                SRAM L2                   : 0
+                SRAM SM                   : 0
+                SRAM Microcontroller      : 0
+                SRAM PCIE                 : 2
+                SRAM Other                : 0
+    Temperature
+        GPU Current Temp                  : 45 C
+"""
+    _, q_events, q_metrics, _ = _text(text)
+    _, x_events, x_metrics, _ = _text(_sample("nvidia-smi-xml"))
+
+    def shape(evs: list[Event]) -> list[tuple[str, str, str | None, Severity, int | None]]:
+        return [(e.kind, e.message, e.gpu, e.severity, e.ts) for e in evs]
+
+    assert shape(q_events) == shape(x_events)
+    assert [dict(m.values) for m in q_metrics] == [dict(m.values) for m in x_metrics]
+
+
+def test_query_gpu_csv_maps_columns_and_local_times() -> None:
+    kind, events, metrics, warnings = _text(_sample("nvidia-smi-csv"))
+    assert kind == "nvidia-smi-csv" and not warnings
+    assert [m.gpu for m in metrics] == ["0000:01:00.0", "0000:0c:00.0", "0000:01:00.0"]
+    assert metrics[0].values == {"util_gpu_pct": 98, "mem_used_mib": 29010, "mem_total_mib": 32607,
+                                 "power_w": 512.31, "temp_c": 66, "pcie_gen": 5, "pcie_gen_max": 5}
+    assert "power_w" not in metrics[2].values  # [N/A]
+    assert metrics[0].ts == _ns("2024-11-14T10:11:10.125Z") and metrics[0].ts_source is TsSource.LOCAL
+    assert [e.attrs["name"] for e in events] == ["NVIDIA GeForce RTX 5090", "NVIDIA GeForce RTX 5070 Ti"]
+    _, _, metrics, _ = _text(_sample("nvidia-smi-csv"), Options(tz=timezone(timedelta(hours=1))))
+    assert metrics[0].ts == _ns("2024-11-14T09:11:10.125Z") and metrics[0].ts_source is TsSource.EXACT
+
+
+def test_query_gpu_csv_without_header_reads_identity_and_says_why() -> None:
+    text = "2024/11/14 10:11:10.125, 00000000:01:00.0, 98, 29010\n2024/11/14 10:11:11.125, 00000000:01:00.0, 0, 1\n"
+    kind, events, metrics, warnings = _text(text)
+    assert kind == "nvidia-smi-csv" and not metrics
+    assert [e.gpu for e in events] == ["0000:01:00.0"] and any("header" in w for w in warnings)
+
+
+def test_dmon_with_and_without_date_columns() -> None:
+    kind, _, metrics, warnings = _text(_sample("nvidia-smi-dmon"))
+    assert kind == "nvidia-smi-dmon" and not warnings
+    assert [(m.gpu, m.values["util_gpu_pct"]) for m in metrics] == [("0", 98), ("1", 97), ("0", 0)]
+    assert metrics[0].values["power_w"] == 512 and metrics[0].values["sm_clock_mhz"] == 2790
+    assert "mem_temp" not in metrics[0].values and metrics[0].ts is None
+    repeated = _sample("nvidia-smi-dmon", 1) + "\n".join(_sample("nvidia-smi-dmon", 1).splitlines()[:2]) + \
+        "\n 20241114   10:11:11      0    118     60      -      0      0      0      0\n"
+    _, _, metrics, _ = _text(repeated)
+    assert [m.ts for m in metrics] == [_ns("2024-11-14T10:11:10Z")] * 2 + [_ns("2024-11-14T10:11:11Z")]
+    assert metrics[-1].values["util_gpu_pct"] == 0
+
+
+def test_pmon_gives_one_event_per_process_and_gpu() -> None:
+    kind, events, _, _ = _text(_sample("nvidia-smi-pmon"))
+    assert kind == "nvidia-smi-pmon"
+    assert [(e.gpu, e.attrs["pid"]) for e in events] == [("0", 4321), ("1", 4322)]
+    _, events, _, _ = _text(_sample("nvidia-smi-pmon", 1))
+    assert events[0].attrs["process"] == "python train.py" and events[0].ts == _ns("2024-11-14T10:11:10Z")
+
+
+def test_topo_matrix_flags_pairs_without_direct_p2p() -> None:
+    kind, events, _, _ = _text(_sample("nvidia-smi-topo"))
+    assert kind == "nvidia-smi-topo"
+    pair = next(e for e in events if "link" in e.attrs)
+    assert pair.attrs["link"] == "PHB" and pair.attrs["p2p_direct"] is False and "no direct" in pair.message
+    assert [e.attrs.get("cpu_affinity") for e in events if "cpu_affinity" in e.attrs] == ["0-31", "0-31"]
+    nvlink = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV12\t0-63\t0\nGPU1\tNV12\t X \t0-63\t0\n"
+    _, events, _, _ = _text(nvlink)
+    pair = next(e for e in events if "link" in e.attrs)
+    assert pair.attrs["link"] == "NV12" and pair.attrs["p2p_direct"] is True
+
+
+def test_dcgmi_diag_failed_tests_with_wrapped_warning() -> None:
+    kind, events, _, warnings = _text(_sample("dcgmi-diag"))
+    assert kind == "dcgmi-diag" and not warnings
+    failed = [e for e in events if e.attrs.get("result") == "fail"]
+    assert [e.attrs["test"] for e in failed] == ["Page Retirement/Row Remap", "GPU Memory"]
+    assert all(e.severity is Severity.ERROR and e.gpu == "1" for e in failed)
+    assert failed[0].attrs["notes"] == ["GPU 1 There are 1 uncorrectable memory errors and row remappings are pending."]
+    summary = events[-1]
+    assert summary.attrs["failed"] == 2 and summary.attrs["tests"] == 6
+
+
+def test_bug_report_sections_go_to_their_parsers_with_real_line_numbers() -> None:
+    text = _sample("nvidia-bug-report")
+    kind, events, metrics, warnings = _text(text)
+    assert kind == "nvidia-bug-report" and not warnings
+    lines = text.splitlines()
+    pending = next(e for e in events if e.attrs.get("remapped_pending") is True and e.severity is Severity.WARNING)
+    assert lines[pending.origin.line - 1].startswith("GPU 00000000:10:1C.0")
+    assert pending.ts == _ns("2023-06-07T19:32:16Z")
+    link = next(e for e in events if e.kind == "pcie-link")
+    assert "LnkSta" in lines[link.origin.line - 1] and link.gpu == "0000:10:1c.0"
+    doc_offsets = text.encode()
+    assert doc_offsets[link.origin.offset:].startswith(lines[link.origin.line - 1].encode())
+    assert metrics and metrics[0].gpu == "0000:10:1c.0"
+
+
+def test_lspci_link_downgrade_speed_is_info_width_is_warning() -> None:
+    _, events, _, _ = _file(CASES / "janhq183-lspci-link-downgraded-riser" / "lspci.txt")
+    (ev,) = events
+    assert ev.kind == "pcie-link" and ev.severity is Severity.INFO and ev.gpu is None
+    assert (ev.attrs["gen"], ev.attrs["gen_max"], ev.attrs["width"], ev.attrs["width_max"]) == (1, 4, 16, 16)
+    assert ev.attrs["speed_downgraded"] is True and ev.attrs["width_downgraded"] is False
+    _, events, _, _ = _text(_sample("lspci", 1))
+    assert [e.kind for e in events] == ["gpu-info", "pcie-link"]  # the audio function is not a GPU
+    assert events[1].severity is Severity.WARNING and events[1].gpu == "0000:0c:00.0"
+
+
+def test_device_plugin_xid_event() -> None:
+    _, events, _, _ = _file(CASES / "k8sdp189-xid69-device-plugin" / "device-plugin.log")
+    xid, unhealthy = events
+    assert xid.kind == "xid" and xid.attrs["xid"] == 69 and xid.severity is Severity.ERROR
+    assert xid.gpu == xid.attrs["uuid"] == "GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8"
+    assert xid.ts == _ns("2020-08-10T19:09:42Z") and xid.ts_source is TsSource.LOCAL
+    assert unhealthy.kind == "log" and unhealthy.attrs["unhealthy"] is True
+    _, events, _, _ = _text(_sample("k8s-device-plugin", 1))
+    (xid,) = [e for e in events if e.kind == "xid"]
+    assert xid.attrs["xid"] == 79 and xid.gpu == "GPU-1c9d7c35-0f9e-4c1e-8f5e-3a2b1c0d9e8f"
+
+
+@pytest.mark.parametrize("name", NVIDIA_PARSERS)
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(alphabet=st.characters(codec="utf-8"), max_size=600))
+def test_parsers_never_raise_on_arbitrary_text(name: str, text: str) -> None:
+    parser = parser_by_name(name)
+    prefix = (parser.samples[0].splitlines(keepends=True) or [""])[0]
+    for body in (text, prefix + text, parser.samples[0][: len(text)] + text):
+        doc = TextDocument.from_bytes(body.encode(), "fuzz")
+        ctx = ParseContext(path="fuzz", source="file:fuzz", year=2025)
+        list(parser.parse(doc, ctx))
+        parser.detect(doc.head())
+
+
+def test_detection_of_nvidia_samples_is_not_claimed_by_another_parser() -> None:
+    for name in NVIDIA_PARSERS:
+        for sample in parser_by_name(name).samples:
+            assert detect(TextDocument.from_bytes(sample.encode(), "s").head())[0].name == name
