@@ -16,6 +16,7 @@ from forensics.parsers import (
     dmesg_delta,
     dmesg_iso,
     elastic_error_file,
+    flight_recorder,
     journal_json,
     journalctl,
     k8s_device_plugin,
@@ -82,6 +83,7 @@ PARSERS: tuple[Parser, ...] = (
     dmesg.PARSER,
     # What a training job prints: the JSON error file, NCCL_DEBUG files, Slurm output, then any process output.
     elastic_error_file.PARSER,
+    flight_recorder.PARSER,
     process_output.NCCL_DEBUG_PARSER,
     process_output.SLURM_PARSER,
     process_output.PARSER,

@@ -1,0 +1,186 @@
+"""PyTorch NCCL flight-recorder dumps in their JSON form (one file per rank).
+
+Shape (``torch/csrc/distributed/c10d/FlightRecorder*``; field names as read by
+``torch/distributed/flight_recorder``)::
+
+    {"version": "2.5",
+     "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+     "pg_status": {"0": {"last_enqueued_collective": 2, "last_started_collective": -1,
+                         "last_completed_collective": 2}},
+     "entries": [{"record_id": 0, "pg_id": 0, "process_group": ["0", "default_pg"],
+                  "collective_seq_id": 1, "p2p_seq_id": 0, "profiling_name": "nccl:all_reduce",
+                  "time_created_ns": 1724779239936775119, "input_sizes": [[3, 4]],
+                  "output_sizes": [[3, 4]], "state": "completed", "timeout_ms": 600000, ...}]}
+
+Only JSON is read: the default on-timeout dumps are pickles, and unpickling untrusted
+data runs code, so those stay unread (a pickle is a binary file and is skipped).
+
+Events (kind ``c10d``, attrs ``flight_recorder = True``): one per process group with
+the rank's ``last_enqueued``/``last_started``/``last_completed`` collective, and one
+per collective that had not completed (``seq``, ``op_type``, ``numel_in``,
+``numel_out``, ``state``, ``timeout_ms``) — what the cross-rank comparison reads.
+The rank comes from the dump's ``rank`` field or the file name's trailing number
+(``nccl_trace_rank_3``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from forensics.events import Event, Origin, Severity, TsSource
+from forensics.parsers.base import ParseContext, Record
+from forensics.textdoc import TextDocument
+
+__all__ = ["PARSER"]
+
+MAX_PENDING_PER_PG = 20
+_TRAILING_NUMBER = re.compile(r"(\d+)(?:\.json)?$")
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    return None
+
+
+def _numel(sizes: Any) -> int | None:
+    """Total elements of a list of tensor shapes (``[[3, 4], [5]]`` → 17)."""
+    if not isinstance(sizes, list | tuple):
+        return None
+    total = 0
+    for shape in sizes:
+        if not isinstance(shape, list | tuple) or not all(isinstance(d, int) for d in shape):
+            return None
+        total += math.prod(shape)
+    return total
+
+
+def _pg_of(entry: dict[str, Any]) -> str | None:
+    pg = entry.get("process_group")
+    if isinstance(pg, list | tuple) and pg:
+        return str(pg[0])
+    pg_id = entry.get("pg_id")
+    return None if pg_id is None else str(pg_id)
+
+
+class FlightRecorderParser:
+    name = "flight-recorder"
+    samples = (
+        '{"version": "2.5", "rank": 1,\n'
+        ' "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},\n'
+        ' "pg_status": {"0": {"last_enqueued_collective": 7, "last_started_collective": 7,'
+        ' "last_completed_collective": 6}},\n'
+        ' "entries": [\n'
+        '  {"record_id": 5, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": 6,'
+        ' "p2p_seq_id": 0, "op_id": 6, "profiling_name": "nccl:all_reduce", "time_created_ns": 1724779239936775119,'
+        ' "input_sizes": [[3, 4]], "input_dtypes": ["Float"], "output_sizes": [[3, 4]], "output_dtypes": ["Float"],'
+        ' "state": "completed", "time_discovered_started_ns": null,'
+        ' "time_discovered_completed_ns": 1724779239975811724, "retired": true, "timeout_ms": 600000,'
+        ' "is_p2p": false},\n'
+        '  {"record_id": 6, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": 7,'
+        ' "p2p_seq_id": 0, "op_id": 7, "profiling_name": "nccl:all_reduce", "time_created_ns": 1724779240936775119,'
+        ' "input_sizes": [[3, 4]], "input_dtypes": ["Float"], "output_sizes": [[3, 4]], "output_dtypes": ["Float"],'
+        ' "state": "started", "time_discovered_started_ns": 1724779240937000000,'
+        ' "time_discovered_completed_ns": null, "retired": false, "timeout_ms": 600000, "is_p2p": false}\n'
+        ' ]}\n',
+    )
+
+    def detect(self, head: list[str]) -> float:
+        if not head or not head[0].lstrip().startswith("{"):
+            return 0.0
+        text = "\n".join(head)
+        if '"pg_config"' in text and ('"entries"' in text or '"pg_status"' in text):
+            return 0.95
+        if '"collective_seq_id"' in text and '"profiling_name"' in text:
+            return 0.9
+        return 0.0
+
+    def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+        try:
+            data = json.loads(doc.data.decode("utf-8", errors="replace"))
+        except (ValueError, RecursionError):
+            ctx.warn("not a flight-recorder JSON dump (JSON did not parse)")
+            return
+        if not isinstance(data, dict):
+            ctx.warn("not a flight-recorder JSON dump (no top-level object)")
+            return
+        rank = _int(data.get("rank"))
+        if rank is None:
+            m = _TRAILING_NUMBER.search(ctx.path.rsplit("/", 1)[-1])
+            rank = int(m.group(1)) if m else None
+        if rank is None:
+            ctx.warn("flight-recorder dump without a rank (neither a 'rank' field nor a number in the file name)")
+        status: dict[str, dict[str, int | None]] = {}
+        raw_status = data.get("pg_status")
+        if isinstance(raw_status, dict):
+            for pg, st in raw_status.items():
+                if isinstance(st, dict):
+                    status[str(pg)] = {k: _int(st.get(f"{k}_collective")) for k in
+                                       ("last_enqueued", "last_started", "last_completed")}
+        sizes = _world_sizes(data.get("pg_config"))
+        for pg, st in status.items():
+            parts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in st.items() if v is not None)
+            yield self._event(ctx, doc, None, f"[flight recorder] rank {rank} PG {pg}: {parts or 'no collectives'}",
+                              rank, {"pg": pg, **st, "world_size": sizes.get(pg)}, None)
+        entries = data.get("entries")
+        if not isinstance(entries, list):
+            return
+        pending: dict[str, int] = {}
+        for entry in entries:
+            if not isinstance(entry, dict) or entry.get("is_p2p") or str(entry.get("state")) == "completed":
+                continue
+            pg = _pg_of(entry)
+            key = pg or ""
+            if pending.get(key, 0) >= MAX_PENDING_PER_PG:
+                continue
+            pending[key] = pending.get(key, 0) + 1
+            op = str(entry.get("profiling_name") or "").removeprefix("nccl:") or None
+            seq = _int(entry.get("collective_seq_id"))
+            numel = _numel(entry.get("input_sizes"))
+            state = str(entry.get("state") or "unknown")
+            attrs: dict[str, Any] = {"pg": pg, "seq": seq, "op_type": op, "numel_in": numel,
+                                     "numel_out": _numel(entry.get("output_sizes")), "state": state,
+                                     "timeout_ms": _int(entry.get("timeout_ms")),
+                                     "record_id": _int(entry.get("record_id"))}
+            attrs.update(status.get(pg or "", {}))
+            size = f" ({numel:,} elements)" if numel is not None else ""
+            message = f"[flight recorder] rank {rank} PG {pg}: {op} SeqNum {seq}{size} {state}, not completed"
+            yield self._event(ctx, doc, _int(entry.get("time_created_ns")), message, rank, attrs,
+                              _int(entry.get("record_id")))
+
+    def _event(self, ctx: ParseContext, doc: TextDocument, ts: int | None, message: str, rank: int | None,
+               attrs: dict[str, Any], record_id: int | None) -> Event:
+        origin = Origin(ctx.path, 1)
+        if record_id is not None:
+            at = doc.data.find(f'"record_id": {record_id},'.encode())
+            if at >= 0:
+                line = doc.line_at(at)
+                origin = Origin(ctx.path, line.no, line.offset)
+        return Event(ts=ts, ts_source=TsSource.EXACT if ts is not None else TsSource.NONE, source=ctx.source,
+                     kind="c10d", message=message, origin=origin, severity=Severity.INFO,
+                     host=ctx.host, rank=rank, attrs={"flight_recorder": True, **attrs})
+
+
+def _world_sizes(config: Any) -> dict[str, int]:
+    """Members per process group, from ``pg_config`` (``"ranks": "[0, 1]"``)."""
+    out: dict[str, int] = {}
+    if not isinstance(config, dict):
+        return out
+    for pg, cfg in config.items():
+        ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
+        if isinstance(ranks, str):
+            out[str(pg)] = len(re.findall(r"\d+", ranks))
+        elif isinstance(ranks, list):
+            out[str(pg)] = len(ranks)
+    return out
+
+
+PARSER = FlightRecorderParser()
