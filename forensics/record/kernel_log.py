@@ -94,10 +94,11 @@ class KernelLogFollower(threading.Thread):
         self.on_status("kernel_log", {"status": "ok", "source": "kmsg", "file": "kmsg.log", "device": path,
                                       "context_before_s": BEFORE_S})
         since_us = self.start_uptime_us - int(BEFORE_S * 1e6)
+        carry = b""  # a regular file (tests, a saved kmsg) is read in chunks, not records
         try:
             while not self._halt.is_set():
                 try:
-                    rec = os.read(fd, 16384)
+                    data = os.read(fd, 16384)
                 except BlockingIOError:
                     select.select([fd], [], [], 0.5)
                     continue
@@ -105,12 +106,14 @@ class KernelLogFollower(threading.Thread):
                     if exc.errno == errno.EPIPE:  # records overwritten before we read them: go on
                         continue
                     raise
-                if not rec:
-                    if self._halt.wait(0.5):  # a regular file (tests): poll for growth
+                if not data:
+                    if self._halt.wait(0.5):  # end of a regular file: poll for growth
                         break
                     continue
-                if _kmsg_usec(rec) >= since_us:
-                    out.write(rec)
+                carry, records = _records(carry + data)
+                for rec in records:
+                    if _kmsg_usec(rec) >= since_us:
+                        out.write(rec)
         finally:
             os.close(fd)
         return None
@@ -169,6 +172,19 @@ class KernelLogFollower(threading.Thread):
                 break
             lines = _run_dmesg(exe)
         return None
+
+
+def _records(data: bytes) -> tuple[bytes, list[bytes]]:
+    """Split complete kmsg records (a header line plus its `` KEY=value`` lines); keep the rest.
+    From /dev/kmsg every read is exactly one record, so nothing is ever kept back there."""
+    end = data.rfind(b"\n") + 1
+    records: list[bytes] = []
+    for line in data[:end].splitlines(keepends=True):
+        if line.startswith(b" ") and records:
+            records[-1] += line
+        else:
+            records.append(line)
+    return data[end:], records
 
 
 def _kmsg_usec(rec: bytes) -> int:

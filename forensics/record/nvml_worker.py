@@ -37,7 +37,7 @@ from forensics.record.writer import AppendFile, atomic_write_json
 
 EVENTS = "nvml-events.jsonl"
 EVENTS_FORMAT = "gpu-forensics-nvml-events"
-WAIT_MS = 1000
+WAIT_MS = 500
 
 
 class Control:
@@ -191,7 +191,7 @@ def run(bundle: Path, interval: float, page_fd: int, write_static: bool) -> int:
             next_t = now
         stop.wait(max(0.0, next_t - time.monotonic()))
     log.close()
-    listener.join(timeout=(WAIT_MS + 500) / 1000)
+    listener.join(timeout=0.1)  # it may sit in an event wait; the process can end without it
     events.close()
     if not listener.is_alive():
         nv.shutdown()

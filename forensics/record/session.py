@@ -38,7 +38,7 @@ __all__ = ["Recording", "record"]
 
 DRAIN_S = 2.0  # after the child is gone: how long a quiet output stream is still read
 HELPER_REPORT_S = 2.0  # at the end: how long to wait for helpers that have not reported yet
-SNAPSHOT_WAIT_S = 5.0  # at the end: how long an unfinished host snapshot may still run
+SNAPSHOT_WAIT_ENV = "FORENSICS_SNAPSHOT_WAIT_S"  # at the end: how long an unfinished host snapshot may still run
 
 
 class Manifest:
@@ -79,6 +79,13 @@ class Manifest:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self._hb_fd)
+
+
+def _float_env(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
 
 
 def resolve_command(cmd: str, path: str | None) -> str:
@@ -296,13 +303,14 @@ class Recording:
         proc = self.snapshot
         if proc is None:
             return
+        wait_s = _float_env(SNAPSHOT_WAIT_ENV, 5.0)
         try:
-            proc.wait(timeout=SNAPSHOT_WAIT_S)
+            proc.wait(timeout=wait_s)
             self.manifest.source("host_snapshot", {"status": "ok" if proc.returncode == 0 else "failed",
                                                    "rc": proc.returncode, "dir": "host"})
         except subprocess.TimeoutExpired:
             proc.kill()
-            reason = f"still running {SNAPSHOT_WAIT_S:g} s after the child ended"
+            reason = f"still running {wait_s:g} s after the child ended"
             self.manifest.source("host_snapshot", {"status": "incomplete", "reason": reason})
 
 

@@ -1,0 +1,48 @@
+"""Run ``forensics record`` as a real subprocess for the recorder tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+FAST_ENV = {
+    "FORENSICS_FAKE_NVML": "ok",
+    "FORENSICS_KERNEL_LOG": "none",
+    "FORENSICS_SNAPSHOT_WAIT_S": "0",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def recorder_argv(out: Path, *cmd: str, interval: float = 0.05, extra: tuple[str, ...] = ()) -> list[str]:
+    return [sys.executable, "-m", "forensics", "record", "--out", str(out), "--interval", str(interval), *extra,
+            "--", *cmd]
+
+
+def env(**overrides: str) -> dict[str, str]:
+    e = {**os.environ, **FAST_ENV}
+    e.pop("TORCHELASTIC_ERROR_FILE", None)
+    e.update(overrides)
+    return e
+
+
+def run(out: Path, *cmd: str, timeout: float = 60, extra: tuple[str, ...] = (), **overrides: str
+        ) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(recorder_argv(out, *cmd, extra=extra), capture_output=True, timeout=timeout,
+                          env=env(**overrides), stdin=subprocess.DEVNULL)
+
+
+def bundle(out: Path) -> Path:
+    [b] = [p for p in out.iterdir() if p.is_dir()]
+    return b
+
+
+def manifest(out: Path) -> dict[str, Any]:
+    return json.loads((bundle(out) / "manifest.json").read_text())
+
+
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
