@@ -143,7 +143,7 @@ def parse_fraction_ns(frac: str) -> int:
 def uptime_ns(text: str) -> int | None:
     """A kernel stamp ``"  1234.567890"`` (seconds since boot) as ns, exactly (no float)."""
     secs, _, frac = text.strip().partition(".")
-    if not secs.isdigit() or (frac and not frac.isdigit()):
+    if not (secs.isascii() and secs.isdigit()) or (frac and not (frac.isascii() and frac.isdigit())):
         return None
     return int(secs) * NS + parse_fraction_ns(frac)
 
@@ -220,8 +220,8 @@ class YearlessClock:
 
     Stamps are added in file order and resolved once the file is read:
 
-    - a jump back by more than half a year (``Dec 31`` then ``Jan 1``) starts the next year,
-      a jump forward by more than half a year goes back one;
+    - a jump back by more than half a year (``Dec 31`` then ``Jan 1``) starts the next year
+      (a jump forward, however long, is a quiet stretch of the same year: grep'd logs skip months);
     - the *last* stamp is placed in ``year`` (the file's modification year, from which the
       log was written up to), earlier ones counted back across the rollovers seen;
     - if the newest stamp would then lie in the future of ``reference_ns`` (the file's
@@ -247,11 +247,8 @@ class YearlessClock:
     def add(self, month: int, day: int, hour: int, minute: int, second: int, nanos: int = 0) -> int:
         """Record one stamp; returns its index for :meth:`resolve`."""
         doy = (month - 1) * 31 + day
-        if self._last_doy is not None:
-            if doy < self._last_doy - _HALF_YEAR_DAYS:
-                self._era += 1
-            elif doy > self._last_doy + _HALF_YEAR_DAYS:
-                self._era -= 1
+        if self._last_doy is not None and doy < self._last_doy - _HALF_YEAR_DAYS:
+            self._era += 1
         self._last_doy = doy
         self._items.append((self._era, month, day, hour, minute, second, nanos))
         return len(self._items) - 1

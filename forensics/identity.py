@@ -79,7 +79,7 @@ def _int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and value.strip().lstrip("-").isascii() and value.strip().lstrip("-").isdigit():
         return int(value)
     return None
 
@@ -89,7 +89,7 @@ def _fact(host: str | None, attrs: Mapping[str, Any], kind: str, gpu: str | None
     g = _Group(host)
     pci = normalize_pci(attrs.get("pci")) or normalize_pci(attrs.get("bus_id"))
     if gpu and not pci:
-        if gpu.isdigit():
+        if gpu.isascii() and gpu.isdigit():
             g.values["gpu_index"] = int(gpu)
         else:
             pci = normalize_pci(gpu)

@@ -22,7 +22,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-from forensics.events import TsSource
+from forensics.events import Event, TsSource
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.dmesg import FACILITIES
 from forensics.parsers.kernel_messages import TRIGGER_LITERALS
@@ -39,7 +39,7 @@ def _int(value: Any) -> int | None:
         value = value[0] if value else None
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         return int(value.strip())
     return None
 
@@ -157,16 +157,19 @@ class JournalJsonParser:
         return 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+        from forensics.parsers.user_space import hand_over
+
         head = doc.head(2)
         if head and head[0].startswith(("__CURSOR=", "__REALTIME_TIMESTAMP=")):
-            yield from self._export(doc, ctx)
+            events = self._export(doc, ctx)
         elif head and head[0].strip() == "{":
-            yield from self._pretty(doc, ctx)
+            events = self._pretty(doc, ctx)
         else:
-            yield from self._lines(doc, ctx)
+            events = self._lines(doc, ctx)
+        yield from hand_over(list(events), ctx)  # programs' entries: to the process-output parser
 
     # -- json lines ------------------------------------------------------------------------
-    def _lines(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+    def _lines(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Event]:
         if len(doc.data) > FULL_PARSE_BYTES:
             lines: Iterator[Line] = doc.candidate_lines(TRIGGER_LITERALS + tuple(ctx.notable))
         else:
@@ -190,7 +193,7 @@ class JournalJsonParser:
             ctx.warn(f"{bad} line(s) were not journal JSON entries and were skipped")
 
     # -- json-pretty -------------------------------------------------------------------------
-    def _pretty(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+    def _pretty(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Event]:
         start: Line | None = None
         buf: list[str] = []
         bad = 0
@@ -218,7 +221,7 @@ class JournalJsonParser:
             ctx.warn(f"{bad} block(s) were not complete journal JSON entries and were skipped")
 
     # -- export ------------------------------------------------------------------------------
-    def _export(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+    def _export(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Event]:
         data = doc.data
         pos, size = 0, len(data)
         entry: dict[str, Any] = {}

@@ -52,7 +52,7 @@ def level_severity(level: int | str | None) -> Severity | None:
         return None
     if isinstance(level, str):
         name = level.strip().lower()
-        if name.isdigit():
+        if name.isascii() and name.isdigit():
             level = int(name)
         elif name in LEVEL_NAMES:
             level = LEVEL_NAMES.index(name)

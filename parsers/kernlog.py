@@ -301,7 +301,7 @@ def resolve_walls(pairs: list[tuple[Event, KRecord]], ctx: ParseContext,
         index.append(clock.add(*w) if w is not None else None)
     resolved = clock.resolve()
     out: list[Event] = []
-    for (event, _), i in zip(pairs, index, strict=True):
+    for (event, rec), i in zip(pairs, index, strict=True):
         if i is not None:
             r = resolved[i]
             if r is not None:
@@ -329,9 +329,11 @@ class KernelLogParser:
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
         reader = self._reader(ctx)
         bare = self._bare(doc) if self._bare is not None else False
+        from forensics.parsers.user_space import hand_over
+
         pairs = [(build_event(rec, ctx), rec) for rec in iter_records(doc, ctx, reader, bare=bare)]
         if any(rec.head.wall is not None for _, rec in pairs):
-            yield from resolve_walls(pairs, ctx, getattr(reader, "first_year", None))
+            events = resolve_walls(pairs, ctx, getattr(reader, "first_year", None))
         else:
-            for event, _ in pairs:
-                yield event
+            events = [event for event, _ in pairs]
+        yield from hand_over(events, ctx)  # programs' journal lines: to the process-output parser

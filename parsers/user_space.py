@@ -1,0 +1,112 @@
+"""Journal entries written by programs rather than the kernel, read as the process output they are.
+
+A training job run as a systemd service logs its stdout/stderr into the journal, so a
+traceback arrives as journal lines (``Oct 04 15:02:41 llm app[394]: RuntimeError: CUDA
+error: ...``). The kernel classifier has nothing to say about such lines; the process-output
+parser (parsers/process_output.py) does. :func:`hand_over` strips the journal prefixes,
+gives the messages to that parser as one stream (each line's journal time as its receipt
+time), and maps the records it finds back to the journal's lines.
+
+User-space lines it finds nothing in are dropped as events (they stay in the file), except
+those the journal marked as errors (priority ``err`` or worse) or holding a signature anchor.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import replace
+
+from forensics.events import Event, Origin, TsSource
+from forensics.parsers.base import ParseContext, Parser
+from forensics.textdoc import TextDocument
+
+__all__ = ["hand_over", "process_output_parser"]
+
+_KEEP_LEVELS = ("emerg", "alert", "crit", "err")
+
+
+def process_output_parser() -> Parser | None:
+    """The registered process-output parser, if this build has one."""
+    from forensics.parsers import parser_by_name
+
+    try:
+        return parser_by_name("process-output")
+    except KeyError:
+        pass
+    try:
+        from forensics.parsers import process_output  # not yet registered
+    except ImportError:
+        return None
+    parser = getattr(process_output, "PARSER", None)
+    return parser if parser is not None and getattr(parser, "name", "") == "process-output" else None
+
+
+def _is_user_space(e: Event) -> bool:
+    return e.kind == "log" and "ident" in e.attrs
+
+
+def hand_over(events: Sequence[Event], ctx: ParseContext) -> list[Event]:
+    """``events`` with the generic user-space ones replaced by what the process-output parser
+    finds in them (unchanged when there are none, or no such parser)."""
+    picked = [e for e in events if _is_user_space(e)]
+    if not picked:
+        return list(events)
+    parser = process_output_parser()
+    if parser is None:
+        return list(events)
+
+    # one virtual line per message line; remember where each came from
+    lines: list[str] = []
+    starts: list[int] = []
+    owner: list[int] = []  # index into picked
+    pos = 0
+    for i, e in enumerate(picked):
+        for text in (e.detail.split("\n") if e.detail else [e.message]):
+            lines.append(text)
+            starts.append(pos)
+            owner.append(i)
+            pos += len(text.encode("utf-8")) + 1
+    vdoc = TextDocument("\n".join(lines).encode("utf-8"), ctx.path)
+
+    def owner_of_offset(offset: int) -> Event:
+        return picked[owner[max(0, bisect_right(starts, offset) - 1)]]
+
+    def receipt(offset: int) -> int | None:
+        return owner_of_offset(offset).ts
+
+    sub = ParseContext(path=ctx.path, source=ctx.source, host=ctx.host, year=ctx.year, tz=ctx.tz,
+                       receipt_ts=receipt, notable=ctx.notable)
+    found: list[Event] = []
+    covered: set[int] = set()
+    try:
+        records = list(parser.parse(vdoc, sub))
+    except Exception as exc:  # the other parser's bug must not cost the kernel events
+        ctx.warn(f"process-output parser failed on journal entries: {type(exc).__name__}: {exc}")
+        return list(events)
+    for r in records:
+        if not isinstance(r, Event):
+            continue
+        first = max(1, min(r.origin.line, len(lines)))
+        last = max(first, min(first + r.origin.nlines - 1, len(lines)))
+        head, tail = picked[owner[first - 1]], picked[owner[last - 1]]
+        covered.update(owner[first - 1 : last])
+        origin = Origin(ctx.path, head.origin.line, head.origin.offset,
+                        tail.origin.line + tail.origin.nlines - head.origin.line)
+        ts, src = r.ts, r.ts_source
+        if src is TsSource.RECEIPT or ts is None:
+            ts, src = head.ts, head.ts_source
+        attrs = dict(r.attrs)
+        attrs.setdefault("ident", head.attrs.get("ident"))
+        found.append(replace(r, origin=origin, ts=ts, ts_source=src, host=r.host or head.host,
+                             pid=r.pid if r.pid is not None else head.pid, attrs=attrs))
+    for w in sub.warnings:
+        ctx.warn(w.removeprefix(f"{ctx.path}: "))
+
+    notable = tuple(lit.decode("utf-8", errors="ignore") for lit in ctx.notable)
+    kept = [e for i, e in enumerate(picked) if i not in covered
+            and (e.attrs.get("level") in _KEEP_LEVELS or any(lit and lit in e.text for lit in notable))]
+    picked_ids = {id(e) for e in picked}
+    out = [e for e in events if id(e) not in picked_ids] + kept + found
+    out.sort(key=lambda e: (e.origin.offset, e.origin.line))
+    return out

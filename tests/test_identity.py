@@ -1,0 +1,109 @@
+"""forensics/identity.py: joining host × rank × GPU × pid from what each layer reveals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forensics.events import Event, MetricSample, Origin, TsSource
+from forensics.identity import Identity, IdentityTable, build_identity
+from forensics.timeline import build_timeline
+
+T0 = 1_750_000_000_000_000_000
+
+
+def ev(kind: str, *, host: str | None = "node1", gpu: str | None = None, rank: int | None = None,
+       pid: int | None = None, message: str = "m", **attrs: Any) -> Event:
+    return Event(ts=T0, ts_source=TsSource.EXACT, source="file:x", kind=kind, message=message,
+                 origin=Origin("x", 1), host=host, gpu=gpu, rank=rank, pid=pid, attrs=attrs)
+
+
+def nccl_init(rank: int, bus: str, pid: int, nranks: int = 8, host: str = "node1") -> Event:
+    # the attrs parsers/nccl_debug.py gives an "Init COMPLETE" line
+    return ev("nccl", host=host, rank=rank, pid=pid, message=f"comm 0x1 rank {rank} nranks {nranks} - Init COMPLETE",
+              nranks=nranks, cuda_dev=rank % 8, bus_id=bus, pid_attr=pid)
+
+
+def test_xid_on_a_pci_address_gets_the_rank_that_nccl_put_there() -> None:
+    events = [nccl_init(6, "b2000", 4406), nccl_init(7, "b3000", 4407),
+              ev("xid", gpu="0000:b2:00.0", pid=4406, xid=79, pci="0000:b2:00.0")]
+    table = build_identity(events)
+    row = table.find("node1", pci="PCI:0000:b2:00")
+    assert row is not None and (row.rank, row.pci, 4406 in row.pids) == (6, "0000:b2:00.0", True)
+    filled = table.fill(events[2])
+    assert (filled.rank, filled.gpu) == (6, "0000:b2:00.0")
+
+
+def test_oom_killed_pid_gets_rank_and_gpu() -> None:
+    events = [nccl_init(3, "3b000", 5003), ev("oom-killer", pid=5003, process="python")]
+    table = build_identity(events)
+    filled = table.fill(events[1])
+    assert (filled.rank, filled.gpu) == (3, "0000:3b:00.0")
+
+
+def test_torchrun_local_rank_and_pid_join_nvidia_smi_process_rows() -> None:
+    events = [
+        ev("torchrun", pid=900, local_rank=2, rank=10),
+        ev("nvidia-smi", gpu="00000000:3D:00.0", pid=900, process="python"),
+        ev("gpu-info", gpu="00000000:3D:00.0", index=2, uuid="GPU-4a28de72-2645-de9a-eb35-a394cef3f4da"),
+    ]
+    table = build_identity(events)
+    assert len(table) == 1
+    row = next(iter(table))
+    assert row == Identity("node1", rank=10, local_rank=2, gpu_index=2,
+                           uuid="GPU-4a28de72-2645-de9a-eb35-a394cef3f4da", pci="0000:3d:00.0", pids=frozenset({900}))
+    assert table.find(uuid="GPU-4a28de72-2645-de9a-eb35-a394cef3f4da") is row
+    assert table.find("node1", gpu_index=2) is row and table.find(rank=10) is row
+
+
+def test_sub_communicator_ranks_are_not_global_ranks() -> None:
+    events = [nccl_init(5, "b2000", 4405, nranks=16), nccl_init(1, "b2000", 4405, nranks=4),
+              ev("xid", gpu="0000:b2:00.0", xid=13, pci="0000:b2:00.0")]
+    table = build_identity(events)
+    assert table.fill(events[2]).rank == 5
+    assert table.find(rank=1) is None
+
+
+def test_conflicting_facts_stay_apart() -> None:
+    # pid 77 is reused by a later job on another GPU: it must not merge two GPUs into one row
+    events = [ev("nvidia-smi", gpu="0000:01:00.0", pid=77), ev("nvidia-smi", gpu="0000:02:00.0", pid=77),
+              nccl_init(0, "1000", 77)]
+    table = build_identity(events)
+    pcis = sorted(r.pci for r in table if r.pci)
+    assert pcis == ["0000:01:00.0", "0000:02:00.0"]
+    assert all(r.pci is not None for r in table)
+
+
+def test_hostless_events_join_the_only_named_host() -> None:
+    events = [nccl_init(2, "1b000", 300), ev("xid", host=None, gpu="0000:1b:00.0", pid=300, pci="0000:1b:00.0")]
+    table = build_identity(events)
+    assert len(table) == 1 and table.fill(events[1]).rank == 2
+
+
+def test_same_pci_on_two_hosts_are_two_gpus() -> None:
+    events = [nccl_init(0, "1b000", 10, nranks=16, host="a"), nccl_init(8, "1b000", 10, nranks=16, host="b"),
+              ev("xid", host="b", gpu="0000:1b:00.0", pci="0000:1b:00.0")]
+    table = build_identity(events)
+    assert table.fill(events[2]).rank == 8
+    assert table.find("a", pci="0000:1b:00.0").rank == 0  # type: ignore[union-attr]
+
+
+def test_nvml_samples_name_gpus_by_index_or_bus_id() -> None:
+    samples = [MetricSample(ts=T0, ts_source=TsSource.EXACT, gpu="0000:3b:00.0", values={}, origin=Origin("n", 1),
+                            host="node1")]
+    table = build_identity([ev("gpu-info", gpu="0000:3b:00.0", index=0)], samples)
+    assert table.find("node1", gpu_index=0).pci == "0000:3b:00.0"  # type: ignore[union-attr]
+
+
+def test_events_with_nothing_to_join_are_left_alone() -> None:
+    table = build_identity([ev("kernel"), ev("xid", gpu="0000:01:00.0", pci="0000:01:00.0")])
+    e = ev("oom-killer", pid=1)
+    assert table.fill(e) is e
+    assert IdentityTable().find(pci="0000:01:00.0") is None
+
+
+def test_timeline_fills_rank_on_kernel_events() -> None:
+    xid = ev("xid", host=None, gpu="0000:b2:00.0", pid=4406, xid=79, pci="0000:b2:00.0")
+    tl = build_timeline([([nccl_init(6, "b2000", 4406)], []), ([xid], [])])
+    placed = next(e for e in tl.events if e.kind == "xid")
+    assert placed.rank == 6
+    assert tl.identity.find(rank=6) is not None
