@@ -1,8 +1,13 @@
-"""The Textual post-mortem UI: ``forensics open``. Lands with issue 6."""
+"""The Textual post-mortem UI: ``forensics open PATH...``.
+
+Only this package imports textual. The app reaches data through
+:func:`forensics.analysis.analyze` (in a worker thread) and nothing else.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forensics.errors import UsageError
@@ -14,4 +19,12 @@ __all__ = ["run_app"]
 
 
 def run_app(paths: Sequence[str], options: Options) -> int:
-    raise UsageError("open is not implemented yet")
+    """Open the app on ``paths``; returns 0, or 2 when the inputs could not be analyzed."""
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"no such file or directory: {missing[0]}")
+    from forensics.tui.app import ForensicsApp
+
+    app = ForensicsApp(paths, options)
+    result = app.run()
+    return int(result or 0)

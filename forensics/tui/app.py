@@ -1,0 +1,218 @@
+"""The ``forensics open`` application: load in a worker, then four views over one model."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import events, on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Footer, Header, LoadingIndicator, Static, TabbedContent, TabPane
+
+from forensics.errors import ForensicsError
+from forensics.tui.dialogs import HelpScreen, RawContextScreen
+from forensics.tui.evidence import EvidenceView, ShowInTimeline
+from forensics.tui.index import EventIndex
+from forensics.tui.metrics_pane import MetricsPane
+from forensics.tui.model import Model, build_model
+from forensics.tui.overview import FindingChosen, OverviewView
+from forensics.tui.timeline_pane import TimelinePane
+from forensics.tui.timeline_view import TimelineView
+
+if TYPE_CHECKING:
+    from forensics.analysis import Analysis, Options
+
+__all__ = ["ForensicsApp"]
+
+TABS = ("overview", "evidence", "timeline", "metrics")
+EXIT_OK, EXIT_LOAD_FAILED = 0, 2
+WIDE = 140  # columns from which the overview and evidence use two columns
+
+
+@dataclass
+class Progressed(Message):
+    """The loader moved on (posted from the worker thread)."""
+
+    text: str
+
+
+@dataclass
+class Loaded(Message):
+    """The analysis and its view model are ready (posted from the worker thread)."""
+
+    model: Model
+
+
+class ForensicsApp(App[int]):
+    """Post-mortem of a GPU training run: verdict, evidence, timeline, metrics."""
+
+    CSS_PATH = "forensics.tcss"
+    TITLE = "gpu-forensics"
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "keys"),
+        Binding("1", "show_tab('overview')", "overview"),
+        Binding("2", "show_tab('evidence')", "evidence"),
+        Binding("3", "show_tab('timeline')", "timeline"),
+        Binding("4", "show_tab('metrics')", "metrics"),
+    ]
+
+    def __init__(self, paths: Sequence[str] = (), options: Options | None = None, *,
+                 analysis: Analysis | None = None, loader: Callable[[], Analysis] | None = None,
+                 title: str | None = None) -> None:
+        super().__init__()
+        self.paths = list(paths)
+        self.options = options
+        self._given = analysis
+        self._loader = loader
+        self.model: Model | None = None
+        self.load_error = ""
+        self._index: EventIndex | None = None
+        self._index_lock = threading.Lock()
+        self.sub_title = title or " ".join(self.paths)[:80]
+
+    # -- layout -----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="loading"):
+            yield LoadingIndicator()
+            yield Static("reading the inputs…", id="loading-text")
+        with TabbedContent(id="tabs", initial="overview"):
+            yield TabPane("Overview", id="overview")
+            yield TabPane("Evidence", id="evidence")
+            yield TabPane("Timeline", id="timeline")
+            yield TabPane("Metrics", id="metrics")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#tabs").display = False
+        self.set_class(self.size.width >= WIDE, "wide")
+        self._load()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(event.size.width >= WIDE, "wide")  # the stylesheet's two-column layouts
+
+    # -- loading ----------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="load")
+    def _load(self) -> None:
+        try:
+            if self._given is not None:
+                analysis = self._given
+            elif self._loader is not None:
+                analysis = self._loader()
+            else:
+                from forensics.analysis import analyze
+
+                count = 0
+
+                def progress(name: str) -> None:
+                    nonlocal count
+                    count += 1
+                    self.post_message(Progressed(f"reading file {count}: {name[-70:]}"))
+
+                analysis = analyze(self.paths, self.options, progress=progress)
+            events, samples = len(analysis.timeline.events), len(analysis.timeline.metrics)
+            self.post_message(Progressed(f"arranging {events:,} events and {samples:,} samples…"))
+            model = build_model(analysis)
+        except ForensicsError as exc:
+            self.call_from_thread(self._failed, str(exc))
+            return
+        except Exception as exc:  # the UI must say what went wrong, never dump a traceback
+            self.call_from_thread(self._failed, f"{type(exc).__name__}: {exc}")
+            return
+        self.post_message(Loaded(model))
+
+    @on(Progressed)
+    def _progressed(self, message: Progressed) -> None:
+        if self.model is None and not self.load_error:
+            self.query_one("#loading-text", Static).update(message.text)
+
+    def _failed(self, reason: str) -> None:
+        self.load_error = reason
+        self.query_one(LoadingIndicator).remove()
+        self.query_one("#loading-text", Static).update(
+            Text(f"Could not analyze the inputs: {reason}\n\nq quits.", style="#ff5370"))
+
+    @on(Loaded)
+    async def _loaded(self, message: Loaded) -> None:
+        model = self.model = message.model
+        await self.query_one("#overview", TabPane).mount(OverviewView(model))
+        await self.query_one("#evidence", TabPane).mount(EvidenceView(model))
+        await self.query_one("#timeline", TabPane).mount(TimelinePane(model, self.event_index))
+        await self.query_one("#metrics", TabPane).mount(MetricsPane(model))
+        await self.query_one("#loading").remove()  # its animation would keep the CPU busy for nothing
+        self.query_one("#tabs").display = True
+        if model.findings:
+            self.query_one("#findings").focus(scroll_visible=False)  # the verdict stays on top
+        self._build_index()
+
+    @work(thread=True, exclusive=True, group="index")
+    def _build_index(self) -> None:
+        self.event_index()
+
+    def event_index(self) -> EventIndex:
+        """The timeline's filter/jump index, built once (on a worker after loading, or on first need)."""
+        with self._index_lock:
+            if self._index is None:
+                assert self.model is not None
+                self._index = EventIndex(self.model.analysis.timeline.events)
+            return self._index
+
+    # -- actions ----------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.model is not None
+
+    def action_show_tab(self, tab: str) -> None:
+        if not self.ready:
+            return
+        tabs = self.query_one("#tabs", TabbedContent)
+        if tabs.active != tab:
+            tabs.active = tab  # focus follows in _tab_activated
+        else:
+            self._focus_main(tab)
+
+    @on(TabbedContent.TabActivated, "#tabs")
+    def _tab_activated(self, message: TabbedContent.TabActivated) -> None:
+        if message.pane.id:
+            self._focus_main(message.pane.id)
+
+    def _focus_main(self, tab: str) -> None:
+        """Give the keyboard to the view's main widget (a findings list, the timeline, the metric picker)."""
+        focus = {"overview": "#findings", "evidence": "#evidence-findings", "timeline": "#events",
+                 "metrics": "#metric-tabs"}.get(tab)
+        widgets = self.query(focus) if focus else None
+        if widgets and widgets.first().display:
+            widgets.first().focus(scroll_visible=False)
+        else:  # nothing to focus there: drop the focus, or the tabs follow it back to the old view
+            self.screen.set_focus(None)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        self.exit(EXIT_LOAD_FAILED if self.load_error else EXIT_OK)
+
+    @on(FindingChosen)
+    def _finding_chosen(self, message: FindingChosen) -> None:
+        self.action_show_tab("evidence")
+        self.query_one(EvidenceView).show(message.position)
+
+    @on(ShowInTimeline)
+    def _show_in_timeline(self, message: ShowInTimeline) -> None:
+        self.action_show_tab("timeline")
+        if not self.query_one(TimelinePane).show_event(message.event):
+            self.notify("That event is not in the timeline.", severity="warning")
+
+    @on(TimelineView.Opened)
+    def _open_raw(self, message: TimelineView.Opened) -> None:
+        assert self.model is not None
+        event = message.event
+        self.push_screen(RawContextScreen(event, self.model.analysis.document(event.origin.path)))

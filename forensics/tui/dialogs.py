@@ -1,0 +1,160 @@
+"""Modal screens: the key list, an event's raw lines, and jump-to-time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from rich.style import Style
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from forensics.events import Event
+from forensics.textdoc import Line, TextDocument
+from forensics.tui.index import QueryError
+from forensics.tui.model import fmt_stamp
+
+__all__ = ["HelpScreen", "JumpScreen", "RawContextScreen", "context_lines", "render_context"]
+
+KEYS = """\
+[b]Everywhere[/b]
+  1 2 3 4      Overview · Evidence · Timeline · Metrics (or click the tabs)
+  ?            this list          q   quit          escape   close a dialog
+  tab          next pane          shift+tab   previous pane
+
+[b]Overview[/b]
+  ↑ ↓ enter    pick a finding and open its evidence
+
+[b]Evidence[/b]
+  ↑ ↓          browse findings; the right side shows each one's proof
+  t            show the finding's first event in the timeline
+  tab          move to the detail to scroll it
+
+[b]Timeline[/b]
+  ↑ ↓ pgup pgdn home end   move (j / k too); the mouse wheel scrolls, a click selects
+  enter        the raw lines around the event (double-click too)
+  n / N        next / previous error
+  g            jump to a time: 12:05:30, 2024-05-14T12:05, +5m
+  /            filter: host:node-a gpu:6 rank:0-3 source:kmsg kind:xid sev:error
+               words (smart-case), "a phrase", /regex/ — enter applies, escape returns
+
+[b]Metrics[/b]
+  ← →          pick the metric (memory, utilization, power, temperature …)
+  shaded columns are detector spans (stall, memory margin, throttle);
+  the numbers under each chart are the findings, at their first event
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key, by view."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box", classes="dialog"):
+            yield Static(Text.from_markup(KEYS), id="help-text")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box").border_title = "keys"
+
+
+def _span(event: Event) -> tuple[int, int]:
+    return event.origin.line, event.origin.line + max(event.origin.nlines, 1) - 1
+
+
+def context_lines(doc: TextDocument | None, events: Event | Sequence[Event], around: int) -> list[Line]:
+    """The raw lines of ``events`` (in one file) with ``around`` lines either side; empty when unreadable."""
+    group = [events] if isinstance(events, Event) else list(events)
+    if doc is None or not group or min(e.origin.line for e in group) < 1:
+        return []
+    first = min(_span(e)[0] for e in group)
+    last = max(_span(e)[1] for e in group)
+    try:
+        return doc.context(first, before=around, after=last - first + around)
+    except (IndexError, ValueError):
+        return []
+
+
+def render_context(lines: list[Line], events: Event | Sequence[Event]) -> Text:
+    """Numbered raw lines; the events' own lines marked (▶ on each event's first line) and bright."""
+    group = [events] if isinstance(events, Event) else list(events)
+    heads = {e.origin.line for e in group}
+    mine = {n for e in group for n in range(_span(e)[0], _span(e)[1] + 1)}
+    gutter = len(str(lines[-1].no)) if lines else 1
+    out = Text(no_wrap=False)
+    for line in lines:
+        out.append("▶ " if line.no in heads else "  ", Style(color="#ff5370", bold=True))
+        out.append(f"{line.no:>{gutter}} │ ", Style(color="#8a8fa8"))
+        out.append(line.text.expandtabs(4) + "\n",
+                   Style(bold=True) if line.no in mine else Style(color="#a6accd"))
+    out.rstrip()
+    return out
+
+
+class RawContextScreen(ModalScreen[None]):
+    """An event's facts and the raw lines around it, read lazily from its file."""
+
+    BINDINGS = [Binding("escape,enter,q", "dismiss", "close")]
+
+    def __init__(self, event: Event, document: TextDocument | None, around: int = 12) -> None:
+        super().__init__()
+        self.event = event
+        self.document = document
+        self.around = around
+
+    def compose(self) -> ComposeResult:
+        e = self.event
+        facts = Text()
+        facts.append(f"{fmt_stamp(e.ts)}", Style(bold=True))
+        facts.append(f"  (time: {e.ts_source})\n", Style(color="#8a8fa8"))
+        parts = [f"source {e.source}", f"kind {e.kind}", f"severity {e.severity.name.lower()}"]
+        parts += [f"{name} {value}" for name, value in
+                  (("host", e.host), ("gpu", e.gpu), ("rank", e.rank), ("pid", e.pid)) if value is not None]
+        facts.append(" · ".join(parts) + "\n")
+        if e.attrs:
+            facts.append(" ".join(f"{k}={v}" for k, v in e.attrs.items()) + "\n", Style(color="#89ddff"))
+        lines = context_lines(self.document, e, self.around)
+        body = render_context(lines, e) if lines else Text(
+            f"The raw file is not available here; the event's own text:\n\n{e.text}", style="#a6accd")
+        with Vertical(id="raw-box", classes="dialog"):
+            yield Static(facts, id="raw-facts")
+            with VerticalScroll(id="raw-scroll"):
+                yield Static(body, id="raw-lines")
+
+    def on_mount(self) -> None:
+        box = self.query_one("#raw-box")
+        box.border_title = str(self.event.origin)
+        box.border_subtitle = "escape closes"
+        self.query_one("#raw-scroll").focus()
+
+
+class JumpScreen(ModalScreen[int | None]):
+    """Ask for a time; dismisses with UTC ns, or None when cancelled."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, parse: Callable[[str], int]) -> None:
+        super().__init__()
+        self.parse = parse
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="jump-box", classes="dialog"):
+            yield Input(placeholder="12:05:30 · 2024-05-14T12:05:00 · +5m", id="jump-input")
+            yield Static("", id="jump-error")
+
+    def on_mount(self) -> None:
+        self.query_one("#jump-box").border_title = "jump to time (UTC)"
+
+    @on(Input.Submitted, "#jump-input")
+    def _submitted(self, message: Input.Submitted) -> None:
+        try:
+            self.dismiss(self.parse(message.value))
+        except QueryError as exc:
+            self.query_one("#jump-error", Static).update(Text(str(exc), style="#ff5370"))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

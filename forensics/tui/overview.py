@@ -1,0 +1,192 @@
+"""The overview: the verdict on top, the findings ranked, run facts, per-GPU charts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from forensics.findings import Finding, Role
+from forensics.tui.chart_widgets import GpuSparkTable
+from forensics.tui.model import Model, finding_mark, fmt_clock, fmt_duration, fmt_stamp
+
+__all__ = ["FindingChosen", "OverviewView", "finding_option", "ranges_text", "role_badge", "verdict_text"]
+
+MUTED = Style(color="#8a8fa8")
+ROLE_NAMES = {Role.ROOT_CAUSE: "root cause", Role.CONSEQUENCE: "consequence", Role.CONTRIBUTING: "contributing"}
+ROLE_STYLES = {Role.ROOT_CAUSE: Style(color="#ffffff", bgcolor="#b00020", bold=True),
+               Role.CONSEQUENCE: Style(color="#1b1b1b", bgcolor="#ffcb6b"),
+               Role.CONTRIBUTING: Style(color="#1b1b1b", bgcolor="#89ddff")}
+
+
+@dataclass
+class FindingChosen(Message):
+    """A finding was picked (enter or click) to see its evidence."""
+
+    position: int
+
+
+def role_badge(role: Role) -> Text:
+    return Text(f" {ROLE_NAMES.get(role, str(role)):<12} ", ROLE_STYLES.get(role, Style()))
+
+
+def ranges_text(numbers: Sequence[int]) -> str:
+    """``[0, 1, 2, 3, 5]`` → ``0–3, 5``."""
+    out: list[str] = []
+    nums = sorted(set(numbers))
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        out.append(str(nums[i]) if i == j else f"{nums[i]}–{nums[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def _where(f: Finding) -> str:
+    parts = []
+    if f.hosts:
+        parts.append(", ".join(f.hosts[:3]) + (" …" if len(f.hosts) > 3 else ""))
+    if f.gpus:
+        parts.append("GPU " + ", ".join(f.gpus[:4]) + (" …" if len(f.gpus) > 4 else ""))
+    if f.ranks:
+        parts.append("rank " + ranges_text(f.ranks))
+    return " · ".join(parts)
+
+
+def verdict_text(model: Model) -> Text:
+    """The answer in four lines: what, how sure, why, what to do."""
+    v = model.analysis.verdict
+    out = Text()
+    if v.root_cause is None:
+        out.append(" NO FAILURE FOUND ", Style(color="#1b1b1b", bgcolor="#c3e88d", bold=True))
+        out.append(f"  {v.confidence} confidence\n", MUTED)
+        if v.summary:
+            out.append(v.summary + "\n")
+        n_events = len(model.analysis.timeline.events)
+        out.append(f"{len(model.findings)} finding(s), {n_events:,} notable event(s) from "
+                   f"{len(model.analysis.sources)} file(s). ", MUTED)
+        out.append("3 opens the timeline." if n_events else "Nothing in the inputs looked notable.", MUTED)
+        return out
+    f = v.root_cause
+    out.append(" ROOT CAUSE ", ROLE_STYLES[Role.ROOT_CAUSE])
+    out.append(f" {f.title}", Style(bold=True))
+    out.append(f"  {v.confidence} confidence\n", Style(color="#ffcb6b"))
+    line2 = [f.signature]
+    where = _where(f)
+    if where:
+        line2.append(where)
+    if f.first_seen is not None:
+        line2.append(fmt_stamp(f.first_seen))
+    out.append(" · ".join(line2) + "\n", MUTED)
+    if v.summary:
+        out.append(v.summary + "\n")
+    if f.remedy:
+        out.append("What to do: ", Style(bold=True, color="#c3e88d"))
+        out.append(f.remedy[0])
+        more = len(f.remedy) - 1
+        if more:
+            out.append(f"  (+{more} more step{'s' if more > 1 else ''}: enter on the finding)", MUTED)
+    return out
+
+
+def finding_option(position: int, f: Finding) -> Text:
+    """One line of the findings list: mark, role, title, score and first time."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{finding_mark(position)} ", Style(color="#ff5370", bold=True))
+    text.append_text(role_badge(f.role))
+    text.append(f" {f.title}", Style(bold=f.role == Role.ROOT_CAUSE))
+    text.append(f"  {f.score:.2f}", MUTED)
+    if f.first_seen is not None:
+        text.append(f"  {fmt_clock(f.first_seen)[:8]}", MUTED)
+    if f.note:
+        text.append(f"  {f.note}", Style(color="#a6accd", italic=True))
+    return text
+
+
+def facts_text(model: Model) -> Text:
+    facts, analysis = model.facts, model.analysis
+    rows: list[tuple[str, str | Text]] = []
+    if facts.command:
+        rows.append(("Run", facts.command))
+    ended = []
+    if facts.status:
+        ended.append(facts.status)
+    if facts.duration_ns is not None:
+        ended.append(fmt_duration(facts.duration_ns))
+    if facts.start is not None and facts.end is not None:
+        ended.append(f"{fmt_stamp(facts.start).removesuffix(' UTC')} → {fmt_clock(facts.end)[:8]} UTC")
+    if ended:
+        rows.append(("Ended" if facts.status else "Span", " · ".join(ended)))
+    if facts.hosts:
+        rows.append(("Hosts", ", ".join(facts.hosts[:6]) + (f" (+{len(facts.hosts) - 6})" if len(facts.hosts) > 6
+                                                             else "")))
+    if facts.gpus:
+        groups = Counter((g.model or "GPU", g.link) for g in facts.gpus)
+        gpu_text = Text()
+        for i, ((gpu_model, link), count) in enumerate(groups.most_common()):
+            if i:
+                gpu_text.append(" · ")
+            gpu_text.append(f"{count} × {gpu_model}" + (f", PCIe {link}" if link else ""),
+                            Style(color="#ff5370") if "(max" in link else Style())
+        rows.append(("GPUs", gpu_text))
+    if facts.ranks:
+        rows.append(("Ranks", ranges_text(facts.ranks)))
+    if facts.versions:
+        rows.append(("Versions", " · ".join(f"{k} {v}" for k, v in facts.versions.items())))
+    kinds = Counter(s.kind for s in analysis.sources)
+    rows.append(("Inputs", f"{len(analysis.sources)} file(s): "
+                 + ", ".join(f"{n} {k}" for k, n in kinds.most_common(6))
+                 + f" · {len(analysis.timeline.events):,} events · {len(analysis.timeline.metrics):,} samples"))
+    if analysis.warnings:
+        rows.append(("Warnings", Text(f"{len(analysis.warnings)}: {analysis.warnings[0]}"
+                                      + (" …" if len(analysis.warnings) > 1 else ""), Style(color="#ffcb6b"))))
+    out = Text()
+    for i, (label, value) in enumerate(rows):
+        out.append(f"{label:<9}", MUTED)
+        out.append_text(value if isinstance(value, Text) else Text(value))
+        if i < len(rows) - 1:
+            out.append("\n")
+    return out
+
+
+class OverviewView(VerticalScroll):
+    """Everything on one page; a person reads the top and knows what happened."""
+
+    def __init__(self, model: Model) -> None:
+        super().__init__(id="overview-view")
+        self.model = model
+
+    def compose(self) -> ComposeResult:
+        yield Static(verdict_text(self.model), id="verdict",
+                     classes="failed" if self.model.analysis.verdict.root_cause else "healthy")
+        with Vertical(id="overview-top"):
+            with Vertical(id="findings-box"):
+                yield OptionList(*[Option(finding_option(i, f), id=f"finding-{i}")
+                                   for i, f in enumerate(self.model.findings)], id="findings")
+                if not self.model.findings:
+                    yield Static(Text("No signature matched these inputs.", MUTED), id="no-findings")
+            yield Static(facts_text(self.model), id="facts")
+        yield GpuSparkTable(self.model, id="sparks")
+
+    def on_mount(self) -> None:
+        self.query_one("#findings-box").border_title = f"findings ({len(self.model.findings)})"
+        self.query_one("#facts").border_title = "run"
+        self.query_one("#sparks").border_title = "GPUs over the run"
+        if not self.model.findings:
+            self.query_one("#findings", OptionList).display = False
+
+    @on(OptionList.OptionSelected, "#findings")
+    def _chosen(self, message: OptionList.OptionSelected) -> None:
+        message.stop()
+        self.post_message(FindingChosen(message.option_index))
