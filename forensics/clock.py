@@ -145,7 +145,7 @@ def uptime_ns(text: str) -> int | None:
     secs, _, frac = text.strip().partition(".")
     if not (secs.isascii() and secs.isdigit()) or (frac and not (frac.isascii() and frac.isdigit())):
         return None
-    return int(secs) * NS + parse_fraction_ns(frac)
+    return int(secs) * NS + (int(frac[:9].ljust(9, "0")) if frac else 0)
 
 
 # --------------------------------------------------------------------------------------------

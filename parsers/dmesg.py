@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from forensics.clock import parse_ctime, uptime_ns
+from forensics.clock import NS, parse_ctime
 from forensics.parsers.base import ParseContext
 from forensics.parsers.kernlog import Head, KernelLogParser, head_fraction, is_noise
 from forensics.textdoc import TextDocument
@@ -29,7 +29,7 @@ DECODE_PREFIX_RE = re.compile(
     r"^(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|res[0-3]|local[0-7])\s*:"
     r"(emerg|alert|crit|err|warn|notice|info|debug)\s*: ?"
 )
-_RAW_RE = re.compile(r"^(?:<(\d{1,3})>)?\[\s*(\d+\.\d+)(?:\s*<\s*[\d.]+>)?\]\s?")
+_RAW_RE = re.compile(r"^(?:<(\d{1,3})>)?\[\s*(\d+)\.(\d+)(?:\s*<\s*[\d.]+>)?\]\s?")
 _CALLER_RE = re.compile(r"^\[\s*([TC]\d+)\]\s?")
 _CTIME_INSIDE_RE = re.compile(r"^\[(\S+\s+\S+\s+\d{1,2}\s+\d{1,2}:\d\d:\d\d\s+\d{4})\]\s?")
 _JOURNAL_MONOTONIC_RE = re.compile(r"^\[\s*\d+\.\d+\] \S+ [^\s\[\]:]+(?:\[\d+\])?: ")
@@ -57,9 +57,13 @@ class RawReader:
         self.tz = ctx.tz
 
     def head(self, text: str) -> Head | None:
-        if text[:1] not in ("[", "<", "k", "u", "d", "a", "s", "l", "m", "n", "c", "f", "r"):
+        first = text[:1]
+        if first == "[":
+            rest, facility, level = text, None, None
+        elif first in ("<", "k", "u", "d", "a", "s", "l", "m", "n", "c", "f", "r"):
+            rest, facility, level = decode_prefix(text)
+        else:
             return None
-        rest, facility, level = decode_prefix(text)
         m = _RAW_RE.match(rest)
         if not m:
             return None
@@ -68,18 +72,20 @@ class RawReader:
             level = pri & 7
             fac_no = pri >> 3
             facility = FACILITIES[fac_no] if fac_no < len(FACILITIES) else str(fac_no)
-        head = Head(msg="", uptime_ns=uptime_ns(m.group(2)), level=level, facility=facility)
+        head = Head(msg="", uptime_ns=int(m.group(2)) * NS + int(m.group(3)[:9].ljust(9, "0")), level=level,
+                    facility=facility)
         msg = rest[m.end():]
-        cm = _CALLER_RE.match(msg)
-        if cm:
-            head.attrs["caller"] = cm.group(1)
-            msg = msg[cm.end():]
-        tm = _CTIME_INSIDE_RE.match(msg)
-        if tm:
-            placed = parse_ctime(tm.group(1), self.tz)
-            if placed is not None:
-                head.ts, head.ts_source = placed
-                msg = msg[tm.end():]
+        if msg[:1] == "[":
+            cm = _CALLER_RE.match(msg)
+            if cm:
+                head.attrs["caller"] = cm.group(1)
+                msg = msg[cm.end():]
+            tm = _CTIME_INSIDE_RE.match(msg)
+            if tm:
+                placed = parse_ctime(tm.group(1), self.tz)
+                if placed is not None:
+                    head.ts, head.ts_source = placed
+                    msg = msg[tm.end():]
         head.msg = msg
         head.col = len(text) - len(msg)
         return head

@@ -420,9 +420,20 @@ _CRASH_WORDS = ("BUG: unable to handle", "Oops:", "Kernel panic", "kernel BUG at
                 "Unable to handle kernel")
 
 
+#: one search that rules out plain chatter before any family-specific test runs
+_ANY_FAMILY_RE = re.compile(
+    r"Xid|AER|PCIe|DPC:|Surprise Down|error status/mask|pcieport|IO_PAGE_FAULT|dmar_fault|DMAR|smmu|SMMU|oom|"
+    r"Out of memory|out of memory|Killed|blocked for more than|LOCKUP|lockup|stall|dxgk|NVRM|nvidia|Linux version|"
+    r"Booting Linux|BUG|Oops|Kernel panic|general protection|Unable to handle|segfault"
+)
+_CRASH_RE = re.compile("|".join(re.escape(w) for w in _CRASH_WORDS))
+
+
 def classify(text: str, *, kernel: bool = True) -> KernelInfo:
     """Classify one kernel message (flattened to one line). ``kernel=False`` for user-space
     journal entries: the same recognisers run (nvidia-persistenced, systemd-oomd …)."""
+    if _ANY_FAMILY_RE.search(text) is None:
+        return KernelInfo()
     if "Xid" in text:
         m = _XID_RE.search(text)
         if m:
@@ -449,7 +460,7 @@ def classify(text: str, *, kernel: bool = True) -> KernelInfo:
         return _nvrm(text)
     if kernel and (text.startswith("Linux version ") or text.startswith("Booting Linux")):
         return KernelInfo("boot", Severity.INFO, generic=False)
-    if any(w in text for w in _CRASH_WORDS):
+    if _CRASH_RE.search(text):
         return KernelInfo("kernel", Severity.CRITICAL, attrs={"crash": True}, generic=False)
     m = _SEGFAULT_RE.match(text)
     if m:
