@@ -1,5 +1,6 @@
 """Evidence selectors: kinds, sources, literal prefilter, flags, attrs, regex timeout."""
 
+import pytest
 import regex
 from matchkit import ev
 
@@ -91,3 +92,18 @@ def test_durations_and_windows() -> None:
         except ValueError:
             continue
         raise AssertionError(bad)
+
+
+def test_literal_index_engines_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    from forensics.match import literal_index
+
+    texts = ["NVRM: Xid 79", "nothing", "xid in lower case", "Ünïcode FALLEN off", "", "two Xid Xid"]
+    lits = ["Xid", "fallen off", "ünïcode", "absent"]
+    fast = literal_index.LiteralIndex(texts, lits)
+    monkeypatch.setattr(literal_index, "USE_HYPERSCAN", False)
+    slow = literal_index.LiteralIndex(texts, lits)
+    for lit in lits:
+        assert fast.positions([lit]) == slow.positions([lit])
+    assert slow.positions(["XID"]) == [0, 2, 5]
+    assert slow.positions(["fallen off", "Ünïcode"]) == [3]
+    assert slow.positions(["absent"]) == []

@@ -1,19 +1,19 @@
 """Evidence selectors: which events of the timeline one ``[[evidence]]`` table picks.
 
-Order of tests, cheapest first: kind bucket → one combined literal scan (any
-literal of any signature, so most events are rejected once) → the evidence's own
-literals → attrs → the regex, run with the ``regex`` module and a timeout.
-Regexes are compiled once by the loader.
+Order of tests, cheapest first: the events holding one of the evidence's literals
+(from one multi-literal pass over all events, :mod:`.literal_index`) → kind and
+source → the exact literal → attrs → the regex, run with the ``regex`` module and
+a timeout. Regexes are compiled once by the loader.
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from forensics.events import Event
+from forensics.match.literal_index import LiteralIndex
 from forensics.match.schema import Evidence, Signature
 
 __all__ = ["MAX_REGEX_TEXT", "REGEX_TIMEOUT_S", "EventIndex"]
@@ -41,34 +41,24 @@ class EventIndex:
         self.events = list(events)
         self.warnings: list[str] = []
         self._texts: list[str] = [e.text for e in self.events]
-        self._lower: dict[int, str] = {}
         self._by_kind: dict[str, list[int]] = defaultdict(list)
         for i, e in enumerate(self.events):
             self._by_kind[e.kind].append(i)
-        literals = sorted({lit for sig in signatures for ev in sig.evidence for lit in ev.literals},
-                          key=len, reverse=True)
-        self._has_literal: list[bool] | None = None
-        if literals:
-            scan = re.compile("|".join(re.escape(lit) for lit in literals), re.IGNORECASE)
-            self._has_literal = [scan.search(t) is not None for t in self._texts]
+        self._literals = LiteralIndex(self._texts, (lit for sig in signatures for ev in sig.evidence
+                                                    for lit in ev.literals))
         self._cache: dict[int, list[int]] = {}
         self._timed_out: set[tuple[str, str]] = set()
 
-    def lower(self, i: int) -> str:
-        text = self._lower.get(i)
-        if text is None:
-            text = self._lower[i] = self._texts[i].lower()
-        return text
-
-    def _candidates(self, ev: Evidence) -> Iterable[int]:
+    def _candidates(self, ev: Evidence) -> list[int]:
+        if ev.literals:
+            positions = self._literals.positions(ev.literals)
+            if ev.kinds:
+                kinds = set(ev.kinds)
+                positions = [p for p in positions if self.events[p].kind in kinds]
+            return positions
         if ev.kinds:
-            positions = sorted(p for k in ev.kinds for p in self._by_kind.get(k, ()))
-        else:
-            positions = list(range(len(self.events)))
-        if ev.literals and self._has_literal is not None:
-            has = self._has_literal
-            return [p for p in positions if has[p]]
-        return positions
+            return sorted(p for k in ev.kinds for p in self._by_kind.get(k, ()))
+        return list(range(len(self.events)))
 
     def _attrs_ok(self, ev: Evidence, e: Event) -> bool:
         for key, wanted in ev.attrs:
@@ -108,7 +98,7 @@ class EventIndex:
                 continue
             if lits:
                 if ev.ignore_case:
-                    low = self.lower(i)
+                    low = texts[i].lower()
                     if not any(lit in low for lit in low_lits):
                         continue
                 elif not any(lit in texts[i] for lit in lits):

@@ -5,7 +5,8 @@ A frame closes when a GPU repeats or 2 s have passed since it opened, which fits
 a 10 Hz NVML sweep and an ``nvidia-smi`` table pasted five times. A condition is
 *sustained* when it holds on consecutive frames for ``min_ns``; on sparse captures
 (a few snapshots, no dense series) it also counts when it holds on the last
-snapshots of the GPU, since that is the state the user could show us.
+snapshots of the GPU, since that is the state the user could show us. Very long
+series are thinned to every k-th frame first (the states sought last a minute).
 """
 
 from __future__ import annotations
@@ -21,19 +22,25 @@ __all__ = ["SPARSE_FRAMES", "Frame", "Run", "frames_by_host", "sustained_runs"]
 FRAME_SPAN_NS = 2 * 10**9
 #: A capture with at most this many frames is a set of snapshots, not a series.
 SPARSE_FRAMES = 20
+#: Longer series are thinned to about this many frames per host (10 Hz for 30 min).
+MAX_FRAMES = 18000
 
 
 @dataclass
 class Frame:
     ts: int | None
     gpus: dict[str, MetricSample] = field(default_factory=dict)
+    readings: dict[str, dict[str, float]] = field(default_factory=dict)  # gpu -> numeric values
 
     def value(self, gpu: str, key: str) -> float | None:
-        s = self.gpus.get(gpu)
-        if s is None:
-            return None
-        v = s.values.get(key)
-        return float(v) if isinstance(v, int | float) and v == v else None
+        r = self.readings.get(gpu)
+        if r is None:
+            s = self.gpus.get(gpu)
+            if s is None:
+                return None
+            r = self.readings[gpu] = {k: float(v) for k, v in s.values.items()
+                                      if isinstance(v, int | float) and not isinstance(v, bool) and v == v}
+        return r.get(key)
 
 
 @dataclass
@@ -75,8 +82,21 @@ class Run:
         return out
 
 
+_last: tuple[Sequence[MetricSample], int, dict[str, list[Frame]]] | None = None
+
+
 def frames_by_host(samples: Sequence[MetricSample]) -> dict[str, list[Frame]]:
-    """Frames per host (or per input file when the host is unknown), in time order."""
+    """Frames per host (or per input file when the host is unknown), in time order.
+    The last result is kept, since every metric detector asks for the same frames."""
+    global _last
+    if _last is not None and _last[0] is samples and _last[1] == len(samples):
+        return _last[2]
+    out = _build_frames(samples)
+    _last = (samples, len(samples), out)
+    return out
+
+
+def _build_frames(samples: Sequence[MetricSample]) -> dict[str, list[Frame]]:
     streams: dict[str, list[MetricSample]] = defaultdict(list)
     for s in samples:
         streams[s.host or s.origin.path].append(s)
@@ -91,6 +111,8 @@ def frames_by_host(samples: Sequence[MetricSample]) -> dict[str, list[Frame]]:
                 cur = Frame(s.ts)
                 frames.append(cur)
             cur.gpus[gpu] = s
+        if len(frames) > MAX_FRAMES:  # a long dense series: every k-th frame is plenty for minute-long states
+            frames = frames[:: len(frames) // MAX_FRAMES + 1]
         out[key] = frames
     return out
 

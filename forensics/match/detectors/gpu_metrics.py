@@ -94,9 +94,11 @@ def spinning_collective(samples: Sequence[MetricSample]) -> list[Event]:
             return (util is not None and power is not None and limit is not None and limit > 0
                     and util >= SPIN_UTIL_PCT and power <= SPIN_POWER_FRACTION * limit)
 
-        def spins_with_peer(i: int, gpu: str, frames: list[Frame] = frames) -> bool:
-            frame = frames[i]
-            return spins(frame, gpu) and sum(spins(frame, g) for g in frame.gpus) >= 2
+        spinning_in = [sum(spins(f, g) for g in f.gpus) for f in frames]
+
+        def spins_with_peer(i: int, gpu: str, frames: list[Frame] = frames,
+                            spinning_in: list[int] = spinning_in) -> bool:
+            return spinning_in[i] >= 2 and spins(frames[i], gpu)
 
         for run in sustained_runs(frames, spins_with_peer, MIN_STALL_NS):
             power = median(run.values("power_w"))
