@@ -158,3 +158,24 @@ def test_named_links_stay_on_their_host() -> None:
     # worker-killed-signal also says "*", so the stronger finding still explains it, but not by the pid/host link.
     assert v.root_cause_id == "host-oom-killer"
     assert "same pid" not in by_id(findings)["worker-killed-signal"].note
+
+
+def test_report_two_shape_with_the_shipped_signatures() -> None:
+    """Report 2: 21.5 Ktok/s falls to 5.5 Ktok/s, 5 of 8 GPUs drop to 0 %, one GPU ran ~900 MiB from full."""
+    from forensics.match import load_signatures
+
+    events = [ev(f"step {690 + i} | {21.5 if i < 20 else 5.5} Ktok/s", kind="progress", t=i * 30, step=690 + i,
+                 tokens_s=21500.0 if i < 20 else 5500.0, path="train.log") for i in range(40)]
+    metrics = []
+    for t in range(0, 1200, 5):
+        for g in range(8):
+            dead = g in (0, 1, 4, 6, 7) and t >= 600
+            metrics.append(sample(str(g), t, util_gpu_pct=0.0 if dead else 100.0, power_w=80 if dead else 550,
+                                  power_limit_w=600, mem_total_mib=97887.0,
+                                  mem_used_mib=500.0 if dead else 97000.0 if g == 6 else 90000.0))
+    findings, v = run(events, load_signatures(), metrics)
+    assert v.root_cause_id in ("silent-worker-stall", "throughput-collapse")
+    assert {f.signature for f in findings} >= {"silent-worker-stall", "throughput-collapse", "memory-margin"}
+    assert [f.signature for f in v.contributing] == ["memory-margin"]
+    stall = by_id(findings)["silent-worker-stall"]
+    assert stall.gpus == ["0", "1", "4", "6", "7"]
