@@ -198,7 +198,7 @@ async def test_selecting_a_finding_shows_its_evidence() -> None:
         text = plain(app.query_one("#evidence-body", Static).content)
         assert "why this role: follows xid-79-fallen-off-bus by 600 s" in text
         first = min(view.finding.evidence, key=lambda e: e.ts or 0)
-        assert str(first.origin) in text  # file:line of the first evidence event
+        assert first.origin.line == 1 and "stderr.log:1" in text  # file:line of the first evidence event
         assert "▶ " in text and "[Rank 0] Watchdog caught collective operation timeout" in text
         assert "+2 ms" in text  # the gap between two ranks' timeouts
         assert "What to do" in text and "Ruled out" in text and "nccl-desync" in text

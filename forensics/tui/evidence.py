@@ -20,7 +20,7 @@ from forensics.events import Event, Severity
 from forensics.findings import Finding
 from forensics.textdoc import TextDocument
 from forensics.tui.dialogs import context_lines, render_context
-from forensics.tui.model import Model, finding_mark, fmt_clock, fmt_delta, fmt_stamp
+from forensics.tui.model import Model, finding_mark, fmt_clock, fmt_delta, fmt_stamp, is_local, reflow
 from forensics.tui.overview import MUTED, ranges_text, role_badge
 from forensics.tui.timeline_view import SEVERITY_TAGS, severity_style, source_style
 
@@ -44,17 +44,18 @@ def _time_order(events: list[Event]) -> list[Event]:
     return sorted(events, key=lambda e: (e.ts is None, e.ts or 0))
 
 
-def _event_head(e: Event, previous: Event | None) -> Text:
+def _event_head(model: Model, e: Event, previous: Event | None) -> Text:
     head = Text(no_wrap=True, overflow="ellipsis")
     delta = e.ts - previous.ts if previous and e.ts is not None and previous.ts is not None else None
     head.append(f"{fmt_delta(delta) if previous else 'first':>10}  ", Style(color="#c3e88d"))
     head.append(f"{fmt_clock(e.ts)}  ", MUTED)
-    head.append(f"{e.source.removeprefix('file:')}  ", source_style(e.source))
     sev = Severity(e.severity) if e.severity in Severity._value2member_map_ else Severity.INFO
     tag = SEVERITY_TAGS.get(sev, "").strip()
     if tag:
         head.append(f"{tag}  ", severity_style(sev) + Style(bold=True))
-    head.append(str(e.origin), Style(color="#89ddff", underline=True))
+    head.append(model.where(e.origin), Style(color="#89ddff", underline=True))
+    if not e.source.startswith("file:"):  # a loose file's source is its name, shown already
+        head.append(f"  {e.source}", source_style(e.source))
     return head
 
 
@@ -71,7 +72,7 @@ def evidence_body(model: Model, position: int, document: Callable[[str], TextDoc
     parts.append(title)
     facts = [f.signature, f.category, f"score {f.score:.2f}"]
     if f.first_seen is not None:
-        facts.append(f"first {fmt_stamp(f.first_seen)}")
+        facts.append(f"first {fmt_stamp(f.first_seen, is_local(f.evidence))}")
     if f.last_seen is not None and f.last_seen != f.first_seen:
         facts.append(f"last {fmt_clock(f.last_seen)}")
     if f.hosts:
@@ -84,11 +85,11 @@ def evidence_body(model: Model, position: int, document: Callable[[str], TextDoc
     if f.note:
         parts.append(Text(f"why this role: {f.note}", Style(italic=True, color="#a6accd")))
     if f.explain:
-        parts += [Text(""), Text(f.explain.strip())]
-    parts += [Text(""), _evidence(f, document)]
+        parts += [Text(""), Text(reflow(f.explain))]
+    parts += [Text(""), _evidence(model, f, document)]
     if f.remedy:
         parts += [Text(""), Text("What to do", HEADING)]
-        parts += [Text(f"{i:>3}. {step}") for i, step in enumerate(f.remedy, 1)]
+        parts += [Text(f"{i:>3}. {reflow(step)}") for i, step in enumerate(f.remedy, 1)]
     if f.references:
         parts += [Text(""), Text("References", HEADING)]
         parts += [Text(f"     {ref}", Style(color="#89ddff")) for ref in f.references]
@@ -117,7 +118,7 @@ def _blocks(events: list[Event], around: int) -> list[list[Event]]:
     return blocks
 
 
-def _evidence(f: Finding, document: Callable[[str], TextDocument | None]) -> RenderableType:
+def _evidence(model: Model, f: Finding, document: Callable[[str], TextDocument | None]) -> RenderableType:
     events = _time_order(f.evidence)
     parts: list[RenderableType] = [Text(f"Evidence ({len(events)} event{'s' if len(events) != 1 else ''}, "
                                         "in time order; t shows the first in the timeline)", HEADING)]
@@ -125,7 +126,7 @@ def _evidence(f: Finding, document: Callable[[str], TextDocument | None]) -> Ren
     shown = 0
     for block in _blocks(events[:LISTED], AROUND):
         for e in block:
-            parts.append(_event_head(e, previous))
+            parts.append(_event_head(model, e, previous))
             previous = e
         if shown < WITH_CONTEXT:
             lines = context_lines(document(block[0].origin.path), block, AROUND)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from forensics.events import Event, MetricSample
+from forensics.events import Event, MetricSample, Origin, TsSource
 from forensics.findings import Finding, Role
 
 if TYPE_CHECKING:
@@ -35,7 +35,10 @@ __all__ = [
     "fmt_delta",
     "fmt_duration",
     "fmt_stamp",
+    "is_local",
     "ordered_findings",
+    "reflow",
+    "short_names",
 ]
 
 GpuKey = tuple[str, str]  # (host or "", gpu id)
@@ -86,9 +89,18 @@ def fmt_clock(ts: int | None) -> str:
     return f"{d:%H:%M:%S}.{d.microsecond // 1000:03d}"
 
 
-def fmt_stamp(ts: int | None) -> str:
-    """Date and time in UTC, to the second (``2024-05-01 12:05:00 UTC``)."""
-    return "no time" if ts is None else f"{_utc(ts):%Y-%m-%d %H:%M:%S} UTC"
+def fmt_stamp(ts: int | None, local: bool = False) -> str:
+    """Date and time to the second: ``2024-05-01 12:05:00 UTC``, or ``(local)`` for a wall-clock time
+    whose zone the inputs did not say."""
+    if ts is None:
+        return "no time"
+    return f"{_utc(ts):%Y-%m-%d %H:%M:%S} " + ("(local)" if local else "UTC")
+
+
+def is_local(events: Iterable[Event]) -> bool:
+    """Whether the earliest timed event's clock is a wall clock of unknown zone."""
+    timed = [e for e in events if e.ts is not None]
+    return bool(timed) and min(timed, key=lambda e: e.ts or 0).ts_source == TsSource.LOCAL
 
 
 def fmt_duration(ns: int | float) -> str:
@@ -415,6 +427,41 @@ def derived_spans(events: Iterable[Event]) -> list[Span]:
     return spans
 
 
+# -- names ------------------------------------------------------------------------------------
+def short_names(paths: Iterable[str]) -> dict[str, str]:
+    """Each path's shortest tail of components that no other path shares (``node-a/kmsg.log``).
+
+    Archive members (``run.tar.gz!dir/file``) count their member path as components too.
+    """
+    unique = sorted(set(paths))
+    parts = {p: [c for c in re.split(r"[/\\!]", p) if c] or [p] for p in unique}
+    out: dict[str, str] = {}
+    for p in unique:
+        for k in range(1, len(parts[p]) + 1):
+            tail = parts[p][-k:]
+            if all(parts[q][-k:] != tail for q in unique if q != p):
+                out[p] = "/".join(tail)
+                break
+        else:
+            out[p] = p
+    return out
+
+
+def reflow(text: str) -> str:
+    """Join hard-wrapped lines into paragraphs; keep blank lines, list items and indented lines."""
+    paragraphs = []
+    for block in re.split(r"\n\s*\n", text.strip()):
+        lines = block.split("\n")
+        joined = lines[0].rstrip()
+        for line in lines[1:]:
+            if re.match(r"\s*(?:[-*•]|\d+[.)])\s", line) or line.startswith(("  ", "\t")):
+                joined += "\n" + line.rstrip()
+            else:
+                joined += " " + line.strip()
+        paragraphs.append(joined)
+    return "\n\n".join(paragraphs)
+
+
 # -- the whole model --------------------------------------------------------------------------
 _NOTABLE_KINDS = frozenset({"recording", "exit", "gpu-info", "derived"})
 
@@ -429,6 +476,11 @@ class Model:
     series: list[GpuSeries]
     spans: list[Span]
     metrics: list[Metric]  # the known metrics present in the data, in display order
+    names: dict[str, str] = field(default_factory=dict)  # input path -> shortest unambiguous name
+
+    def where(self, origin: Origin) -> str:
+        """``file:line`` with the file's short name."""
+        return f"{self.names.get(origin.path, origin.path)}:{origin.line}"
 
     @property
     def span(self) -> tuple[int, int] | None:
@@ -445,7 +497,9 @@ def build_model(analysis: Analysis) -> Model:
     series = gpu_series(analysis.timeline.metrics)
     present = {c for s in series for c, v in s.values.items() if np.isfinite(v).any()}
     metrics = [m for m in METRICS if m.column in present]
-    return Model(analysis, ordered_findings(analysis.findings), facts, series, derived_spans(notable), metrics)
+    paths = [s.path for s in analysis.sources] + [e.origin.path for f in analysis.findings for e in f.evidence]
+    return Model(analysis, ordered_findings(analysis.findings), facts, series, derived_spans(notable), metrics,
+                 short_names(paths))
 
 
 # -- lookups the charts need ------------------------------------------------------------------

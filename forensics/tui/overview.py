@@ -17,7 +17,7 @@ from textual.widgets.option_list import Option
 
 from forensics.findings import Finding, Role
 from forensics.tui.chart_widgets import GpuSparkTable
-from forensics.tui.model import Model, finding_mark, fmt_clock, fmt_duration, fmt_stamp
+from forensics.tui.model import Model, finding_mark, fmt_clock, fmt_duration, fmt_stamp, is_local, reflow
 
 __all__ = ["FindingChosen", "OverviewView", "finding_option", "ranges_text", "role_badge", "verdict_text"]
 
@@ -87,13 +87,13 @@ def verdict_text(model: Model) -> Text:
     if where:
         line2.append(where)
     if f.first_seen is not None:
-        line2.append(fmt_stamp(f.first_seen))
+        line2.append(fmt_stamp(f.first_seen, is_local(f.evidence)))
     out.append(" · ".join(line2) + "\n", MUTED)
     if v.summary:
-        out.append(v.summary + "\n")
+        out.append(reflow(v.summary) + "\n")
     if f.remedy:
         out.append("What to do: ", Style(bold=True, color="#c3e88d"))
-        out.append(f.remedy[0])
+        out.append(reflow(f.remedy[0]))
         more = len(f.remedy) - 1
         if more:
             out.append(f"  (+{more} more step{'s' if more > 1 else ''}: enter on the finding)", MUTED)

@@ -79,7 +79,8 @@ class TimelinePane(Vertical):
             text.append(f"  {note}", Style(color="#ffcb6b"))
         e = self.view.current_event
         if e is not None and shown:
-            text.append(f"  ·  row {self.view.cursor + 1:,}  {fmt_clock(e.ts)}  {e.origin}", Style(color="#8a8fa8"))
+            where = self.model.where(e.origin)
+            text.append(f"  ·  row {self.view.cursor + 1:,}  {fmt_clock(e.ts)}  {where}", Style(color="#8a8fa8"))
         self.query_one("#timeline-status", Static).update(text)
 
     @on(TimelineView.Moved)

@@ -219,9 +219,9 @@ class TimelineView(ScrollView, can_focus=True):
         self.refresh()
 
     def _columns(self, width: int) -> _Columns:
-        wide = width >= 120
+        wide = width >= 110
         return _Columns(host=(14 if wide else 10) if self._multi_host and width >= 90 else 0,
-                        source=11 if wide else 9, gpu=13 if wide else 0, rank=5 if wide else 0,
+                        source=15 if wide else 9, gpu=13 if wide else 0, rank=5 if wide else 0,
                         kind=10 if wide else 0)
 
     def render_line(self, y: int) -> Strip:
