@@ -13,6 +13,7 @@ FAST_ENV = {
     "FORENSICS_FAKE_NVML": "ok",
     "FORENSICS_KERNEL_LOG": "none",
     "FORENSICS_SNAPSHOT_WAIT_S": "0",
+    "FORENSICS_TAIL_S": "0.2",
     "PYTHONUNBUFFERED": "1",
 }
 

@@ -3,12 +3,15 @@ the receipt index, and the child's terminal."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
 import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -187,6 +190,7 @@ def on(sig, frame):
     print(f"child got {signal.Signals(sig).name}", flush=True); sys.exit(0)
 signal.signal(signal.SIGINT, on)
 print(f"stdout tty={os.isatty(1)} stderr tty={os.isatty(2)} fg={os.tcgetpgrp(0) == os.getpgrp()}", flush=True)
+print(f"size={tuple(os.get_terminal_size(1))}", flush=True)
 print("ready", flush=True)
 time.sleep(30)
 """
@@ -196,12 +200,14 @@ def test_on_a_terminal_the_child_is_foreground_and_ctrl_c_reaches_it_once(tmp_pa
     pid, master = pty.fork()
     if pid == 0:  # the recorder, in a new session on a pseudo-terminal, as an interactive shell would run it
         try:
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 101, 0, 0))
             os.execvpe(PY, recorder_argv(tmp_path, PY, "-c", TTY_CHILD), env())
         finally:
             os._exit(127)
     try:
         out = _read_until(master, b"ready")
         assert b"stdout tty=True stderr tty=True fg=True" in out
+        assert b"size=(101, 33)" in out
         os.write(master, b"\x03")  # Ctrl-C typed at the terminal
         out += _read_until(master, b"child got SIGINT")
         assert out.count(b"child got SIGINT") == 1

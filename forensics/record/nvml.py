@@ -91,8 +91,15 @@ def _util(n: ModuleType, h: Any) -> tuple[int, int]:
 
 
 def _clock_reasons(n: ModuleType, h: Any) -> tuple[int]:
-    fn = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
-    return (int(fn(h)),)
+    """Clock-event reasons; drivers older than the binding only know the older "throttle" name."""
+    fn = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    if fn is not None:
+        try:
+            return (int(fn(h)),)
+        except Exception as exc:
+            if getattr(exc, "value", None) != getattr(n, "NVML_ERROR_FUNCTION_NOT_FOUND", 13):
+                raise
+    return (int(n.nvmlDeviceGetCurrentClocksThrottleReasons(h)),)
 
 
 def _ecc(kind_name: str) -> Callable[[ModuleType, Any], tuple[int]]:

@@ -38,6 +38,7 @@ __all__ = ["Recording", "record"]
 
 DRAIN_S = 2.0  # after the child is gone: how long a quiet output stream is still read
 HELPER_REPORT_S = 2.0  # at the end: how long to wait for helpers that have not reported yet
+TAIL_ENV = "FORENSICS_TAIL_S"  # after a failed run: keep listening this long for late Xid/kernel lines
 SNAPSHOT_WAIT_ENV = "FORENSICS_SNAPSHOT_WAIT_S"  # at the end: how long an unfinished host snapshot may still run
 
 
@@ -181,12 +182,17 @@ class Recording:
             "heartbeat_ns": self.start_ns,
         })
         self.manifest.write()
-        self.flusher = Flusher(self.manifest.heartbeat)
         self.child = Child(self.argv, self.env)
+        self.flusher = Flusher(self._tick)
         self.tees: list[StreamTee] = []
         self.supervisor: NvmlSupervisor | None = None
         self.kernel_log: KernelLogFollower | None = None
         self.snapshot: subprocess.Popen[bytes] | None = None
+
+    def _tick(self) -> None:
+        """Once a second: the heartbeat, and the terminal's size passed on to the child's pseudo-terminals."""
+        self.child.sync_window_size()
+        self.manifest.heartbeat()
 
     # -- the run ------------------------------------------------------------------------------------
     def run(self) -> ExitStatus:
@@ -272,7 +278,11 @@ class Recording:
             time.sleep(0.05)
         for tee in self.tees:
             tee.join(timeout=DRAIN_S + 10)
-            self.child.sync_window_size()
+        if status.code != 0:
+            # The driver often logs the Xid as the failed process's context is torn down, and NVML
+            # delivers its event up to a second later: keep the sampler and kernel log a moment longer.
+            ended = self.manifest.data.get("end_ns") or now_ns()
+            time.sleep(max(0.0, _float_env(TAIL_ENV, 2.0) - (now_ns() - ended) / 1e9))
         self._guard("stop nvml", self._stop_nvml)
         if self.kernel_log is not None:
             self._guard("stop kernel log", self.kernel_log.stop)
