@@ -179,3 +179,14 @@ def test_report_two_shape_with_the_shipped_signatures() -> None:
     assert [f.signature for f in v.contributing] == ["memory-margin"]
     stall = by_id(findings)["silent-worker-stall"]
     assert stall.gpus == ["0", "1", "4", "6", "7"]
+
+
+def test_the_drivers_recovery_action_is_in_the_summary() -> None:
+    from forensics.match import load_signatures
+
+    lines = ["[171167.620236] NVRM: Xid (PCI:0009:01:00): 149, NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (0x021425c6)",
+             "[171167.621162] NVRM: Xid (PCI:0009:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x4 "
+             "(Drain and Reset)"]
+    _, v = run([ev(line, kind="xid") for line in lines], load_signatures())
+    assert v.root_cause_id == "xid-nvlink"
+    assert v.summary.endswith("The driver's own verdict (Xid 154): Drain and Reset.")

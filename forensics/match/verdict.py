@@ -20,6 +20,7 @@ Rules (docs/signatures.md, "How the verdict is made"):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -157,6 +158,20 @@ def _where(f: Finding) -> str:
     return f" on {'; '.join(parts)}" if parts else ""
 
 
+_RECOVERY = re.compile(r"recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) to 0x[0-9a-fA-F]+ \(([^)]+)\)")
+
+
+def _driver_verdict(nodes: Sequence[_Node]) -> str | None:
+    """The recovery action the driver asked for last (Xid 154), if any finding shows one."""
+    found: tuple[int, str] | None = None
+    for n in nodes:
+        for e in n.m.finding.evidence:
+            m = _RECOVERY.search(e.text)
+            if m and (found is None or (e.ts or 0) >= found[0]):
+                found = (e.ts or 0, m.group(1))
+    return found[1] if found else None
+
+
 def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequence[Event]) -> str:
     from forensics.report import when as human_time
 
@@ -167,6 +182,9 @@ def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequen
     text = f"{f.title}{_where(f)}{when}."
     if consequences:
         text += " Then: " + " → ".join(n.sig_id for n in consequences) + "."
+    action = _driver_verdict([root, *consequences])
+    if action and action.lower() != "none":
+        text += f" The driver's own verdict (Xid 154): {action}."
     if reason:
         text += f" Not certain: {reason}."
     return text
