@@ -14,7 +14,7 @@ Steps (:func:`build_timeline`):
    out, a rendezvous): matched by a normalized key, the median of the differences against a
    reference host, with a robust uncertainty (:func:`estimate_offsets`). Offsets given by the
    user (``--offset HOST=+3.2s``) override the estimate. A host's events are shifted when the
-   estimate rests on at least two pairs and exceeds its uncertainty.
+   estimate rests on at least two pairs that agree and exceeds its uncertainty.
 4. Everything is merged by time (unplaced events after the placed ones of their source, in
    file order), and the identity table (forensics/identity.py) fills ``gpu``/``rank`` where
    the logs join them.
@@ -307,6 +307,15 @@ def estimate_offsets(events: Iterable[Event]) -> tuple[str | None, dict[str, Clo
     return ref, offsets
 
 
+def _consistent(off: ClockOffset) -> bool:
+    """Worth applying: two or more pairs, an offset beyond its uncertainty, and pairs that agree
+    (their spread, uncertainty·√n, under half the offset: a straggler is not a clock skew)."""
+    if off.n_pairs < 2:
+        return False
+    spread = off.uncertainty_s * off.n_pairs**0.5
+    return abs(off.offset_s) > max(off.uncertainty_s, 2 * spread)
+
+
 def _shift(items: list[Any], shifts: Mapping[str, int]) -> list[Any]:
     out = []
     for x in items:
@@ -338,7 +347,7 @@ def build_timeline(per_source: Iterable[tuple[list[Event], list[MetricSample]]],
     for host, off in estimated.items():
         if host in given or host == ref:
             continue
-        if off.n_pairs >= 2 and abs(off.offset_s) > off.uncertainty_s:
+        if _consistent(off):
             applied[host] = off.offset_s + ref_shift
             notes.append(f"{host}: clock shifted by {off.offset_s:+.3f} s (±{off.uncertainty_s:.3f} s, "
                          f"{off.n_pairs} shared events with {ref})")

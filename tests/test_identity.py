@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from forensics.events import Event, MetricSample, Origin, TsSource
 from forensics.identity import Identity, IdentityTable, build_identity
+from forensics.pci import find_pci, normalize_pci, pci_from_aer_id
 from forensics.timeline import build_timeline
 
 T0 = 1_750_000_000_000_000_000
@@ -21,6 +24,26 @@ def nccl_init(rank: int, bus: str, pid: int, nranks: int = 8, host: str = "node1
     # the attrs parsers/nccl_debug.py gives an "Init COMPLETE" line
     return ev("nccl", host=host, rank=rank, pid=pid, message=f"comm 0x1 rank {rank} nranks {nranks} - Init COMPLETE",
               nranks=nranks, cuda_dev=rank % 8, bus_id=bus, pid_attr=pid)
+
+
+@pytest.mark.parametrize(
+    ("spelling", "expected"),
+    [("PCI:0000:3b:00", "0000:3b:00.0"), ("0000:3b:00.0", "0000:3b:00.0"), ("00000000:3B:00.0", "0000:3b:00.0"),
+     ("GPU0000:03:00.0", "0000:03:00.0"), ("3b:00.0", "0000:3b:00.0"), ("[06:00.0]", "0000:06:00.0"),
+     ("busId b2000", "0000:b2:00.0"), ("b2000", "0000:b2:00.0"), ("0000:b2:00.0", "0000:b2:00.0"),
+     ("PCI:0001:6c:00", "0001:6c:00.0"), ("PCI:0018:01:00", "0018:01:00.0"), (0xB2000, "0000:b2:00.0"),
+     ("0000:3b:20.0", None), ("nonsense", None), ("", None), (None, None), (-1, None)],
+)
+def test_normalize_pci_spellings(spelling: str | int | None, expected: str | None) -> None:
+    assert normalize_pci(spelling) == expected
+
+
+def test_find_pci_in_text() -> None:
+    assert find_pci("NVRM: GPU at PCI:0000:00:05: GPU-efbdfde9-5798-a6e7-4c46-12518fa15375") == "0000:00:05.0"
+    assert find_pci("NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:26b5)") == "0000:b3:00.0"
+    assert find_pci("Request device [06:00.0] fault") == "0000:06:00.0"
+    assert find_pci("at 12:02:03,470068 10de:26b5 00:1b:21:3a:4f:5e") is None
+    assert pci_from_aer_id("00e8") == "0000:00:1d.0" and pci_from_aer_id("zz") is None
 
 
 def test_xid_on_a_pci_address_gets_the_rank_that_nccl_put_there() -> None:

@@ -185,6 +185,16 @@ def test_a_single_shared_event_is_reported_but_not_applied() -> None:
     assert "b" not in tl.offsets_applied
 
 
+def test_disagreeing_pairs_are_not_taken_for_a_clock_skew() -> None:
+    """Half the shared moments say 0 s, half say 10 s: report it, shift nothing."""
+    a = [ev(T0 + i * NS, host="a", kind="progress", message="s", step=i) for i in range(10)]
+    b = [ev(T0 + i * NS + (10 * NS if i % 2 else 0), host="b", kind="progress", message="s", step=i)
+         for i in range(10)]
+    tl = build_timeline([(a, []), (b, [])])
+    assert tl.clock_offsets["b"].n_pairs == 10
+    assert tl.offsets_applied == {}
+
+
 def test_hosts_chain_through_a_third() -> None:
     """c shares nothing with the reference a, only with b."""
     a = [ev(T0 + i * NS, host="a", kind="progress", message="s", step=i) for i in range(5)]
