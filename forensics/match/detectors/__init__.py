@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from forensics.events import Event
+from forensics.match.detectors.frames import forget_frames
 from forensics.match.detectors.gpu_metrics import (
     clock_throttle,
     gpu_idle_while_peers_busy,
@@ -76,4 +77,5 @@ def run_detectors(timeline: Timeline) -> tuple[list[Event], list[str]]:
             out.extend(detect(timeline))
         except Exception as exc:  # noqa: BLE001 - reported, never raised into the analysis
             warnings.append(f"detector {name} failed: {type(exc).__name__}: {exc}")
+    forget_frames()
     return out, warnings

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from forensics.events import MetricSample
 
-__all__ = ["SPARSE_FRAMES", "Frame", "Run", "frames_by_host", "sustained_runs"]
+__all__ = ["SPARSE_FRAMES", "Frame", "Run", "forget_frames", "frames_by_host", "sustained_runs"]
 
 FRAME_SPAN_NS = 2 * 10**9
 #: A capture with at most this many frames is a set of snapshots, not a series.
@@ -94,6 +94,12 @@ def frames_by_host(samples: Sequence[MetricSample]) -> dict[str, list[Frame]]:
     out = _build_frames(samples)
     _last = (samples, len(samples), out)
     return out
+
+
+def forget_frames() -> None:
+    """Drop the kept frames (and the samples they point to) once the detectors are done."""
+    global _last
+    _last = None
 
 
 def _build_frames(samples: Sequence[MetricSample]) -> dict[str, list[Frame]]:
