@@ -141,3 +141,31 @@ def test_user_signature_replaces_shipped_one_with_the_same_id() -> None:
     mine = {s.id: s for s in load_signatures([GOOD])}
     assert mine["xid-79-fallen-off-bus"].path.startswith(str(GOOD))
     assert set(shipped) <= set(mine)
+
+
+def test_user_signatures_from_the_environment_fire_in_analyze(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    sigdir = tmp_path / "sigs"
+    sigdir.mkdir()
+    (sigdir / "my-app-exploded.toml").write_text('''id = "my-app-exploded"
+title = "Our data loader gave up"
+category = "application"
+priority = 70
+explain = "The loader's retry budget ran out."
+remedy = ["Check the object store"]
+
+[[evidence]]
+name = "gave-up"
+role = "anchor"
+literals = ["MYAPP-E42"]
+regex = \'\'\'MYAPP-E42: loader gave up after \\d+ retries\'\'\'
+''')
+    log = tmp_path / "train.log"
+    log.write_text("step 1\nMYAPP-E42: loader gave up after 5 retries\n")
+    monkeypatch.setenv("FORENSICS_SIGNATURES", str(sigdir))
+    assert main(["analyze", "--format", "json", str(log)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"]["root_cause"] == "my-app-exploded"
+    assert out["findings"][0]["evidence"][0]["origin"] == f"{log}:2"
