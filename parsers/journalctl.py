@@ -22,7 +22,7 @@ import re
 from forensics.clock import NS, month_number, parse_fraction_ns, parse_iso, uptime_ns
 from forensics.events import TsSource
 from forensics.parsers.base import ParseContext
-from forensics.parsers.kernlog import Head, KernelLogParser, is_noise
+from forensics.parsers.kernlog import Head, KernelLogParser, is_noise, strip_ansi
 
 __all__ = ["PARSER", "SyslogReader", "flavour"]
 
@@ -194,6 +194,7 @@ def flavour(head: list[str]) -> tuple[str, float]:
     stampless = SyslogReader(ctx, stampless=True)
     journal = syslog = 0
     matched_stamped = matched_stampless = 0
+    head = [strip_ansi(t) for t in head]
     for text in head:
         if text.startswith(("-- Boot", "-- Logs begin", "-- Journal begins", "-- Reboot", "-- No entries")):
             journal += 2

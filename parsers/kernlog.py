@@ -34,6 +34,7 @@ from forensics.textdoc import Line, TextDocument
 
 __all__ = [
     "FULL_PARSE_BYTES",
+    "strip_ansi",
     "Head",
     "KernelLogParser",
     "LineReader",
@@ -65,6 +66,14 @@ _ELISION_RE = re.compile(
     r"^[\s>*=#-]*(?:\.{3,}|…|\[\s*(?:\.{2,}|…|/?snip|cut|truncated|omitted)[^\]]*\]|<snip>|\(snip\)|\(\.{3}\)|"
     r"-{3,}|={3,}|```\w*|~~~\w*|-- (?:No entries|Logs begin at|Journal begins at|Journal ends at|cursor:).*)[\s>*=#-]*$"
 )
+
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    """Remove terminal colour codes (``dmesg --color=always``, captured terminals)."""
+    return _ANSI_RE.sub("", text) if "\x1b" in text else text
 
 
 def is_noise(text: str) -> bool:
@@ -119,6 +128,7 @@ def head_fraction(head: list[str], matches: Callable[[str], bool]) -> float:
     continuation lines and pasted noise are left out of the count)."""
     total = hits = 0
     for text in head:
+        text = strip_ansi(text)
         if not text.strip() or is_noise(text) or text[:1] in (" ", "\t"):
             continue
         total += 1
@@ -143,7 +153,7 @@ def _is_indented(text: str) -> bool:
 def _records_full(doc: TextDocument, reader: LineReader, bare: bool) -> Iterator[KRecord]:
     current: KRecord | None = None
     for line in doc.lines():
-        text = line.text
+        text = strip_ansi(line.text)
         if text.startswith("> ") and not bare:  # markdown quote of a pasted log
             text = text[2:]
         head = reader.head(text)
@@ -197,11 +207,11 @@ def _records_sparse(doc: TextDocument, reader: LineReader, literals: Iterable[by
             steps += 1
             if line is not None:
                 start = line
-        head = reader.head(start.text)
+        head = reader.head(strip_ansi(start.text))
         if head is None:
             if is_noise(start.text):
                 continue
-            head = Head(msg=start.text.strip())
+            head = Head(msg=strip_ansi(start.text).strip())
         rec = KRecord(head, start)
         end = start
         for nxt in doc.lines_from(start):

@@ -318,6 +318,13 @@ def test_dmesg_raw_priority_prefix_decode_prefix_and_caller() -> None:
     assert events[2].attrs["caller"] == "T123" and events[2].message == "systemd[1]: started"
 
 
+def test_terminal_colours_are_ignored() -> None:
+    text = ("\x1b[32m[ 1843.308145]\x1b[0m \x1b[33mNVRM: \x1b[0mXid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has "
+            "fallen off the bus.\n") * 2
+    kind, events, _ = run(text)
+    assert kind == "dmesg" and events[0].attrs["xid"] == 79 and "\x1b" not in events[0].message
+
+
 def test_dmesg_raw_with_ctime_gives_both_clocks() -> None:
     text = "[17159596.699613] [Fri Dec 22 12:26:24 2023] device vethab20cf5 entered promiscuous mode\n"
     _, events, _ = run(text, name="dmesg")
