@@ -222,33 +222,35 @@ class JournalJsonParser:
 
     # -- export ------------------------------------------------------------------------------
     def _export(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Event]:
+        """``-o export``: ``KEY=value`` lines, binary fields as ``KEY``, a 64-bit little-endian
+        length and the raw bytes; entries separated by an empty line."""
         data = doc.data
         pos, size = 0, len(data)
         entry: dict[str, Any] = {}
         entry_start = 0
-        while pos <= size:
+
+        def finish(last_byte: int) -> Iterator[Event]:
+            h = entry_head(entry) if entry else None
+            if h is not None:
+                first = doc.line_no_at(entry_start)
+                last = doc.line_no_at(max(entry_start, last_byte))
+                line = Line(first, entry_start, f"__CURSOR={entry.get('__CURSOR', '')}")
+                yield build_event(KRecord(h, line, nlines=last - first + 1), ctx)
+
+        while pos < size:
             nl = data.find(b"\n", pos)
             end = size if nl < 0 else nl
             raw = data[pos:end]
-            if not raw or pos >= size:
-                if entry:
-                    h = entry_head(entry)
-                    if h is not None:
-                        first = doc.line_no_at(entry_start)
-                        last = doc.line_no_at(max(entry_start, pos - 1))
-                        line = Line(first, entry_start, f"__CURSOR={entry.get('__CURSOR', '')}")
-                        yield build_event(KRecord(h, line, nlines=last - first + 1), ctx)
+            if not raw:  # the empty line that ends an entry
+                yield from finish(pos - 1)
                 entry, entry_start = {}, end + 1
                 pos = end + 1
-                if pos >= size:
-                    break
                 continue
             key, eq, value = raw.partition(b"=")
             if eq:
                 entry[key.decode("ascii", errors="replace")] = value.decode("utf-8", errors="replace")
                 pos = end + 1
                 continue
-            # binary field: KEY\n, 64-bit little-endian length, data, \n
             if end + 9 > size:
                 ctx.warn("journal export stream ends inside a binary field")
                 break
@@ -259,6 +261,7 @@ class JournalJsonParser:
                 break
             entry[key.decode("ascii", errors="replace")] = data[end + 9 : value_end]
             pos = value_end + 1
+        yield from finish(size - 1)
 
 
 PARSER = JournalJsonParser()

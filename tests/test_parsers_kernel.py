@@ -318,6 +318,19 @@ def test_dmesg_raw_priority_prefix_decode_prefix_and_caller() -> None:
     assert events[2].attrs["caller"] == "T123" and events[2].message == "systemd[1]: started"
 
 
+@pytest.mark.parametrize(
+    ("text", "noise"),
+    [("root@node4:~# dmesg -T |grep NVRM", True), ("$ sudo dmesg | grep -i 'limited by'", True),
+     ("➜ ~ journalctl -b -1 --no-pager | grep -iE \"gpu\" | tail -50", True), ("❯ dmesg | grep dxgk", True),
+     ("[havb@be-lx139213:~]$ dmesg --time-format iso  | grep oom", True), ("sudo dmesg |grep -i nvidia", True),
+     ("...", True), ("[...]", True), ("…", True), ("```", True), ("--- [snip] ---", True), ("", True),
+     ("-- No entries --", True), ("[ 1843.308145] NVRM: x", False), ("NVRM: Xid (PCI:0000:10:1c): 63", False),
+     ("kernel: NVRM: Xid", False), ("cat: /dev/kmsg: Operation not permitted", False)],
+)
+def test_pasted_noise(text: str, noise: bool) -> None:
+    assert kernlog.is_noise(text) is noise
+
+
 def test_terminal_colours_are_ignored() -> None:
     text = ("\x1b[32m[ 1843.308145]\x1b[0m \x1b[33mNVRM: \x1b[0mXid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has "
             "fallen off the bus.\n") * 2
@@ -495,6 +508,10 @@ def test_journal_json_pretty_and_export() -> None:
     assert [e.kind for e in events] == ["xid", "log"]
     assert events[1].detail == "line\nwith a newline" and events[1].origin.line == 7
     assert events[1].attrs["level"] == "err"
+    # the last entry needs no closing empty line
+    kind, events, warnings = run(b"__CURSOR=s=1\n__REALTIME_TIMESTAMP=1700000000000000\n_TRANSPORT=kernel\n"
+                                 b"MESSAGE=NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.")
+    assert kind == "journalctl-json" and not warnings and [e.kind for e in events] == ["xid"]
 
 
 def test_journal_json_bad_lines_warn_once() -> None:
