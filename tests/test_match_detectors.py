@@ -275,3 +275,22 @@ def test_desync_on_the_real_watchdog_lines() -> None:
         pytest.skip("the c10d parser has not landed yet")
     assert [e.attrs["detector"] for e in found] == ["nccl-desync"]
     assert "rank 7 in BROADCAST SeqNum 80078" in found[0].message
+
+
+def test_a_stall_that_ends_by_itself_is_normal_life() -> None:
+    # Rank 0 saves a checkpoint for 3 minutes while the others wait, then training resumes.
+    save = {t: {"util_gpu_pct": 0.0} for t in range(100, 280)}
+    assert gpu_idle_while_peers_busy(_series(400, **{"0": save})) == []
+    # The same GPU never coming back is a stall; so is a wait of more than ten minutes.
+    dead = {t: {"util_gpu_pct": 0.0} for t in range(100, 400)}
+    assert len(gpu_idle_while_peers_busy(_series(400, **{"0": dead}))) == 1
+    long_save = {t: {"util_gpu_pct": 0.0} for t in range(100, 800)}
+    assert len(gpu_idle_while_peers_busy(_series(900, **{"0": long_save}))) == 1
+
+
+def test_spinning_that_resumes_normal_work_is_not_reported() -> None:
+    spin = {t: {"power_w": 100.0} for t in range(100, 200)}
+    waiting = _series(300, gpus=2, **{"0": spin, "1": spin})
+    assert spinning_collective(waiting) == []
+    stuck = {t: {"power_w": 100.0} for t in range(100, 300)}
+    assert len(spinning_collective(_series(300, gpus=2, **{"0": stuck, "1": stuck}))) == 2

@@ -5,8 +5,8 @@ signatures anchor on with ``kinds = ["derived"]`` and ``literals = ["[<detector>
 
 | detector | reads | fires when |
 |---|---|---|
-| ``gpu-idle-while-peers-busy`` | metrics | a GPU of the job at ≤ 5 % while a peer is ≥ 80 %, 60 s (*) |
-| ``spinning-collective`` | metrics | ≥ 2 GPUs at ≥ 90 % utilization drawing ≤ 30 % of their power limit |
+| ``gpu-idle-while-peers-busy`` | metrics | a GPU of the job at ≤ 5 % while a peer is ≥ 80 %, 60 s (*) (**) |
+| ``spinning-collective`` | metrics | ≥ 2 GPUs at ≥ 90 % utilization drawing ≤ 30 % of their power limit (**) |
 | ``clock-throttle`` | metrics | HW slowdown / thermal / power-brake clock reasons under load, 10 s |
 | ``pcie-link-below-max`` | metrics | link gen or width below max while ≥ 50 % busy, 30 s |
 | ``memory-margin`` | metrics, OOM text | peak use within 512 MiB + 0.5 % of capacity; an OOM short by ≤ 5 % |
@@ -16,6 +16,7 @@ signatures anchor on with ``kinds = ["derived"]`` and ``literals = ["[<detector>
 | ``nccl-desync`` / ``rank-behind`` | c10d events | see :mod:`.ranks` |
 
 (*) durations apply to dense series; on a few snapshots the last ones count (see :mod:`.frames`).
+(**) only when the GPU never recovered afterwards, or the state lasted 10 min (a checkpoint save is normal).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ search for sustained conditions over them.
 
 A frame closes when a GPU repeats or 2 s have passed since it opened, which fits both
 a 10 Hz NVML sweep and an ``nvidia-smi`` table pasted five times. A condition is
-*sustained* when it holds on consecutive frames for ``min_ns``; on sparse captures
+*sustained* when it holds on consecutive frames for ``min_ns`` (for stalls: and the
+GPU never recovered afterwards, or it lasted 10 min); on sparse captures
 (a few snapshots, no dense series) it also counts when it holds on the last
 snapshots of the GPU, since that is the state the user could show us. Very long
 series are thinned to every k-th frame first (the states sought last a minute).
@@ -22,6 +23,8 @@ __all__ = ["SPARSE_FRAMES", "Frame", "Run", "forget_frames", "frames_by_host", "
 FRAME_SPAN_NS = 2 * 10**9
 #: A capture with at most this many frames is a set of snapshots, not a series.
 SPARSE_FRAMES = 20
+#: A stall that lasted this long counts even if the GPU recovered afterwards.
+LONG_NS = 10 * 60 * 10**9
 #: Longer series are thinned to about this many frames per host (10 Hz for 30 min).
 MAX_FRAMES = 18000
 
@@ -123,22 +126,31 @@ def _build_frames(samples: Sequence[MetricSample]) -> dict[str, list[Frame]]:
     return out
 
 
-def sustained_runs(frames: Sequence[Frame], condition: Callable[[int, str], bool],
-                   min_ns: int) -> Iterator[Run]:
-    """Runs of frames where ``condition(frame_index, gpu)`` held long enough (see module doc)."""
+def sustained_runs(frames: Sequence[Frame], condition: Callable[[int, str], bool], min_ns: int,
+                   recovered: Callable[[int, str], bool] | None = None,
+                   long_ns: int = LONG_NS) -> Iterator[Run]:
+    """Runs of frames where ``condition(frame_index, gpu)`` held long enough (see module doc).
+
+    With ``recovered``, a run only counts when the GPU never recovered afterwards (no later
+    frame where ``recovered(frame_index, gpu)``) or when it lasted ``long_ns``: a stall that
+    ends by itself within minutes (a checkpoint save on one rank) is normal life.
+    """
     sparse = len(frames) <= SPARSE_FRAMES
     gpus = sorted({g for f in frames for g in f.gpus})
     for gpu in gpus:
         present = [i for i, f in enumerate(frames) if gpu in f.gpus]
         start: int | None = None
         prev = -1
-        for i in [*present, -1]:
+        for n, i in enumerate([*present, -1]):
             ok = i >= 0 and condition(i, gpu)
             if ok and start is None:
                 start = i
             if not ok and start is not None:
                 run = Run(gpu, start, prev, frames)
-                if run.duration_ns >= min_ns or (sparse and prev == present[-1]):
+                held = run.duration_ns >= min_ns or (sparse and prev == present[-1])
+                lasting = recovered is None or run.duration_ns >= long_ns \
+                    or not any(recovered(j, gpu) for j in present[n:])
+                if held and lasting:
                     yield run
                 start = None
             prev = i

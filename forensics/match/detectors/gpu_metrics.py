@@ -72,7 +72,10 @@ def gpu_idle_while_peers_busy(samples: Sequence[MetricSample]) -> list[Event]:
                 return False
             return any((frame.value(p, "util_gpu_pct") or 0) >= BUSY_PCT for p in frame.gpus if p != gpu)
 
-        for run in sustained_runs(frames, idle, MIN_STALL_NS):
+        def busy_again(i: int, gpu: str, frames: list[Frame] = frames) -> bool:
+            return (frames[i].value(gpu, "util_gpu_pct") or 0) >= LOAD_PCT
+
+        for run in sustained_runs(frames, idle, MIN_STALL_NS, recovered=busy_again):
             last = frames[run.end]
             peers = [p for p in last.gpus if p != run.gpu and (last.value(p, "util_gpu_pct") or 0) >= BUSY_PCT]
             peer_util = [last.value(p, "util_gpu_pct") or 0 for p in peers]
@@ -100,7 +103,11 @@ def spinning_collective(samples: Sequence[MetricSample]) -> list[Event]:
                             spinning_in: list[int] = spinning_in) -> bool:
             return spinning_in[i] >= 2 and spins(frames[i], gpu)
 
-        for run in sustained_runs(frames, spins_with_peer, MIN_STALL_NS):
+        def working_again(i: int, gpu: str, frames: list[Frame] = frames) -> bool:
+            util, power, limit = (frames[i].value(gpu, k) for k in ("util_gpu_pct", "power_w", "power_limit_w"))
+            return bool(util and util >= LOAD_PCT and power and limit and power > SPIN_POWER_FRACTION * limit)
+
+        for run in sustained_runs(frames, spins_with_peer, MIN_STALL_NS, recovered=working_again):
             power = median(run.values("power_w"))
             limit = max(run.values("power_limit_w"))
             util = median(run.values("util_gpu_pct"))
