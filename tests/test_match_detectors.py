@@ -294,3 +294,8 @@ def test_spinning_that_resumes_normal_work_is_not_reported() -> None:
     assert spinning_collective(waiting) == []
     stuck = {t: {"power_w": 100.0} for t in range(100, 300)}
     assert len(spinning_collective(_series(300, gpus=2, **{"0": stuck, "1": stuck}))) == 2
+
+
+def test_sw_thermal_slowdown_alone_is_not_throttling() -> None:
+    warm = {t: {"clock_reasons": 0x20} for t in range(120)}
+    assert clock_throttle(_series(120, gpus=2, **{"0": warm})) == []
