@@ -144,6 +144,8 @@ def _confidence(root: _Node, runners_up: list[_Node], consequences: list[_Node])
     if close and level > 0:
         level -= 1
         reason = f"{close[0].sig_id} explains the logs almost as well"
+    if level == 0 and not reason:
+        reason = f"the evidence is thin (score {s:.2f}); look for the kernel or scheduler log of that moment"
     return (Confidence.HIGH, Confidence.MEDIUM, Confidence.LOW)[2 - level], reason
 
 
