@@ -111,8 +111,8 @@ def render_text(analysis: Analysis) -> str:
         out += _root(analysis)
     if v.contributing:
         out += ["", "  Risks and contributing findings:"]
-        out += [_finding_line(c) for c in v.contributing]
         for c in v.contributing:
+            out.append(_finding_line(c))
             if c.evidence:
                 out.append(f"      {_short(c.evidence[0].message, WIDTH)}")
     if v.ruled_out:
