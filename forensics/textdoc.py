@@ -141,57 +141,112 @@ class TextDocument:
         return out
 
     # -- literal scanning ---------------------------------------------------------------------
-    def candidate_lines(self, literals: Iterable[bytes]) -> Iterator[Line]:
-        """Lines holding at least one of ``literals``, in file order, each once.
+    def candidate_lines(self, literals: Iterable[bytes], limited: Iterable[bytes] = (),
+                        limit: int = 2000, tail: Iterable[bytes] = ()) -> Iterator[Line]:
+        """Lines holding at least one of ``literals`` (or of ``limited``), in file order, each once.
 
         One whole-buffer pass finds every hit (a Hyperscan multi-literal database when the
         ``hyperscan`` package is importable, else one ``bytes.find`` sweep per literal that jumps
         to the next line after each hit); only the hit lines are decoded, and line numbers come
         from counting newlines between hits.
 
+        Each of the ``limited`` literals (anchors supplied from outside, which may turn out to be
+        chatter in some log, e.g. ``via P2P`` in an NCCL_DEBUG=INFO flood) contributes at most
+        ``limit`` lines (Hyperscan path: when one is spent, every capped literal past half its
+        budget is dropped with it): after that its hits are ignored, so no literal can turn a 1 GB
+        log into millions of lines.
+
+        The ``tail`` literals count only in the last ``\\r``-segment of a line: a rate such as
+        ``it/s`` recurs in every redraw of a progress bar, and only the visible state matters.
+
         A line longer than :data:`MAX_LINE_BYTES` (a progress bar redrawn with ``\\r`` for hours
         never ends its line) is not cut at its head: each hit yields the window around it, from
-        the last ``\\r`` before the hit (at most ``MAX_LINE_BYTES`` back) to the line's end or
-        ``MAX_LINE_BYTES`` on; ``Line.offset`` is then the window's start, so ``lines_from``
-        still continues at the next physical line.
+        the last ``\\r`` before the hit to the next ``\\r`` or the line's end (around its first hit
+        and every hit in its last ``MAX_LINE_BYTES``); ``Line.offset`` is then the window's start,
+        so ``lines_from`` still continues at the next physical line.
         """
-        lits = sorted({lit for lit in literals if lit})
+        plain = {lit for lit in literals if lit}
+        tails = {lit for lit in tail if lit} - plain
+        lits = sorted(plain | tails | {lit for lit in limited if lit})
         if not lits:
             return
+        number = self.line_numberer()
+        for start in self.candidate_starts(literals, limited, limit, tail):
+            yield from self.lines_at(start, number(start), lits)
+
+    def candidate_starts(self, literals: Iterable[bytes], limited: Iterable[bytes] = (), limit: int = 2000,
+                         tail: Iterable[bytes] = (), sampled: Iterable[bytes] = (), every: int = 1) -> list[int]:
+        """The start offsets of the lines :meth:`candidate_lines` yields, sorted, nothing decoded.
+
+        For a caller that thins what it reads; pair with :meth:`line_numberer` and :meth:`lines_at`.
+        A line whose only hits are ``sampled`` literals (which may also be in ``literals`` or
+        ``tail``) is kept about one in ``every`` (the last such line always): a 1 GB log of
+        progress lines then costs a fraction of the callbacks and none of the decoding. Lines
+        with any other hit are all kept.
+        """
+        plain = {lit for lit in literals if lit}
+        tails = {lit for lit in tail if lit} - plain
+        samp = {lit for lit in sampled if lit}
+        lits = sorted(plain | tails | samp | {lit for lit in limited if lit})
+        if not lits:
+            return []
+        capped = {lit for lit in limited if lit} - plain - tails - samp
+        return _hit_line_starts(self.data, lits, capped, limit, tails, samp if every > 1 else set(), every)
+
+    def line_numberer(self) -> Callable[[int], int]:
+        """``number(offset)``: the 1-based line number of ``offset``; offsets must not decrease
+        between calls (newlines are counted incrementally, vectorised over long spans)."""
+        count = _newline_counter(self.data)
+        state = [1, 0]  # line number at state[1]
+
+        def number(offset: int) -> int:
+            if offset < state[1]:
+                return 1 + count(0, offset)
+            state[0] += count(state[1], offset)
+            state[1] = offset
+            return state[0]
+
+        return number
+
+    def lines_at(self, start: int, line_no: int, literals: Iterable[bytes] = ()) -> list[Line]:
+        """The line starting at ``start``; an over-long line as the windows around its ``literals`` hits."""
         data = self.data
-        starts = _hit_line_starts(data, lits)
-        if not starts:
-            return
-        count = _newline_counter(data)
-        line_no = 1
-        last = 0
-        size = len(data)
-        for start in starts:
-            line_no += count(last, start)
-            last = start
-            nl = data.find(b"\n", start)
-            end = size if nl < 0 else nl
-            if end - start <= MAX_LINE_BYTES:
-                yield Line(line_no, start, self._decode(start, end))
-                continue
-            for w_start, w_end in _long_line_windows(data, start, end, lits):
-                yield Line(line_no, w_start, self._decode(w_start, w_end))
+        nl = data.find(b"\n", start)
+        end = len(data) if nl < 0 else nl
+        if end - start <= MAX_LINE_BYTES:
+            return [Line(line_no, start, self._decode(start, end))]
+        lits = sorted({lit for lit in literals if lit})
+        return [Line(line_no, a, self._decode(a, b)) for a, b in _long_line_windows(data, start, end, lits)]
 
 
 # -- multi-literal search -----------------------------------------------------------------------
 
-_HS_CACHE: dict[tuple[bytes, ...], object] = {}
+_HS_CACHE: dict[tuple[tuple[bytes, ...], frozenset[bytes]], object] = {}
 #: Below this size the per-literal sweep is as fast as building a Hyperscan database.
 HS_MIN_BYTES = 1 << 20
 #: Set to False (tests, benchmarks) to force the pure-Python sweep.
 USE_HYPERSCAN = True
 
 
-def _hs_database(lits: tuple[bytes, ...]) -> object | None:
-    """A compiled Hyperscan block-mode database for ``lits``, cached; None when unavailable."""
+def _hyperscan_available() -> bool:
+    if not USE_HYPERSCAN:
+        return False
+    try:
+        import hyperscan  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _hs_database(lits: tuple[bytes, ...], tails: frozenset[bytes] = frozenset()) -> object | None:
+    """A compiled Hyperscan block-mode database for ``lits``, cached; None when unavailable.
+
+    A literal in ``tails`` matches only where no ``\\r`` follows it on its line (reported at the
+    line's end)."""
     if not USE_HYPERSCAN:
         return None
-    db = _HS_CACHE.get(lits)
+    key = (lits, tails)
+    db = _HS_CACHE.get(key)
     if db is not None:
         return db
     try:
@@ -200,55 +255,154 @@ def _hs_database(lits: tuple[bytes, ...]) -> object | None:
         return None
     try:
         db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        exprs = ["".join(f"\\x{b:02x}" for b in lit).encode() for lit in lits]
+        exprs = [("".join(f"\\x{b:02x}" for b in lit) + (r"[^\r\n]*\r?(?:\n|$)" if lit in tails else "")).encode()
+                 for lit in lits]
         db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=[0] * len(exprs))
     except Exception:  # an engine problem must never cost the analysis: fall back to find()
         return None
     if len(_HS_CACHE) > 16:
         _HS_CACHE.clear()
-    _HS_CACHE[lits] = db
+    _HS_CACHE[key] = db
     return db
 
 
-def _hit_line_starts(data: bytes, lits: list[bytes]) -> list[int]:
-    """Sorted start offsets of the lines that hold any of ``lits``."""
-    if len(data) >= HS_MIN_BYTES and len(data) < (1 << 32) - 1:
-        db = _hs_database(tuple(lits))
-        if db is not None:
-            return _hs_line_starts(db, data)
-    hits: set[int] = set()
+def _hit_line_starts(data: bytes, lits: list[bytes], capped: set[bytes], limit: int, tails: set[bytes],
+                     sampled: set[bytes] = frozenset(), every: int = 1) -> list[int]:  # type: ignore[assignment]
+    """Sorted start offsets of the lines that hold any of ``lits`` (``capped`` ones: first ``limit`` lines;
+    ``tails``: only after the line's last ``\\r``; lines hit only by ``sampled``: one in ``every``)."""
+    frozen = frozenset(tails)
+    if len(data) >= HS_MIN_BYTES and len(data) < (1 << 32) - 1 and _hyperscan_available():
+        return _hs_line_starts(data, lits, capped, limit, frozen, frozenset(sampled), every)
+    if not sampled:
+        return sorted(set(_hit_line_starts_find(data, lits, capped, limit, {}, tails)))
+    others = set(_hit_line_starts_find(data, [lit for lit in lits if lit not in sampled], capped, limit, {}, tails))
+    only = sorted(set(_hit_line_starts_find(data, sorted(sampled), set(), limit, {}, tails)) - others)
+    keep = set(only[::every])
+    if only:
+        keep.add(only[-1])
+    return sorted(others | keep)
+
+
+#: Bytes scanned per Hyperscan call; a capped literal's resume rescans at most this much.
+_HS_CHUNK = 16 << 20
+
+
+class _Stop(Exception):
+    """A capped literal used up its lines: rescan the rest without it."""
+
+
+def _hs_line_starts(data: bytes, lits: list[bytes], capped: set[bytes], limit: int,
+                    tails: frozenset[bytes], sampled: frozenset[bytes] = frozenset(), every: int = 1) -> list[int]:
+    """Two Hyperscan passes: the uncapped literals (one database, compiled once per literal set and
+    cached), then the capped ones (plain literals, cheap to recompile when one is spent)."""
+    free = [lit for lit in lits if lit not in capped]
+    limited = [lit for lit in lits if lit in capped]
+    starts = _hs_pass(data, free, set(), limit, tails, sampled, every) if free else []
+    if limited:
+        starts = sorted(set(starts) | set(_hs_pass(data, limited, capped, limit, frozenset())))
+    return starts
+
+
+def _hs_pass(data: bytes, lits: list[bytes], capped: set[bytes], limit: int, tails: frozenset[bytes],
+             sampled: frozenset[bytes] = frozenset(), every: int = 1) -> list[int]:
+    """One Hyperscan pass over ``data`` in chunks (overlapping by the longest literal).
+
+    When a capped literal exceeds ``limit`` the scan stops and resumes at that line with a
+    database that no longer holds it; the resume rescans only the rest of the current chunk, so
+    a flood costs ``limit`` callbacks and a few chunk rescans, not millions of callbacks.
+    A line first hit by a ``sampled`` literal is listed one time in ``every`` unless another
+    literal hits it too (hits come in order of their end on the line).
+    """
+    starts: list[int] = []
+    n_sampled = 0
+    dropped_end = -1
+    last_dropped = -1
+    find, rfind = data.find, data.rfind
+    size = len(data)
+    overlap = max(len(lit) for lit in lits) - 1
+    active = list(lits)
+    counts: dict[bytes, int] = dict.fromkeys(capped, 0)
+    line_end = -1
+    view = memoryview(data)
+    chunk_start = 0
+    while chunk_start < size and active:
+        chunk_end = min(size, chunk_start + _HS_CHUNK)
+        base = chunk_start
+        while active:
+            db = _hs_database(tuple(active), tails)
+            if db is None:
+                return sorted(set(starts) | set(_hit_line_starts_find(data, active, capped, limit, counts, tails)))
+            local = active
+            resume = -1
+            scan_base = base
+
+            def on_match(i: int, _from: int, to: int, _flags: int, _ctx: object, local: list[bytes] = local,
+                         scan_base: int = scan_base) -> bool:
+                nonlocal line_end, resume, n_sampled, dropped_end, last_dropped
+                lit = local[i]
+                pos = scan_base + to - 1
+                if lit in counts:
+                    counts[lit] += 1
+                    if counts[lit] > limit:
+                        resume = rfind(b"\n", 0, pos) + 1
+                        return True
+                if pos <= line_end:
+                    return False  # another hit on a line already listed
+                if lit in sampled:
+                    if pos <= dropped_end:
+                        return False
+                    n_sampled += 1
+                    if n_sampled % every:
+                        last_dropped = rfind(b"\n", 0, pos) + 1
+                        nl = find(b"\n", pos)
+                        dropped_end = size if nl < 0 else nl
+                        return False
+                start = rfind(b"\n", 0, pos) + 1
+                starts.append(start)
+                nl = find(b"\n", pos)
+                line_end = size if nl < 0 else nl
+                return False
+
+            try:
+                db.scan(view[base:min(size, chunk_end + overlap)], match_event_handler=on_match)  # type: ignore[attr-defined]
+            except Exception as exc:  # hyperscan.ScanTerminated: a capped literal is spent
+                if resume < 0:
+                    raise _Stop from exc
+            if resume < 0:
+                break
+            # Anchors that flood tend to flood together (``via P2P``, ``P2P/IPC``): drop every capped
+            # literal already past half its budget, so one rebuild covers them all.
+            active = [lit for lit in active if counts.get(lit, 0) <= limit // 2]
+            base = max(resume, chunk_start)
+        chunk_start = chunk_end
+    if last_dropped >= 0:
+        starts.append(last_dropped)
+    return sorted(set(starts))
+
+
+def _hit_line_starts_find(data: bytes, lits: list[bytes], capped: set[bytes], limit: int,
+                          counts: dict[bytes, int], tails: set[bytes] | frozenset[bytes]) -> list[int]:
+    """The pure-Python sweep: one ``find`` pass per literal, jumping to the next line after each hit."""
+    hits: list[int] = []
     find, rfind = data.find, data.rfind
     for lit in lits:
+        budget = limit - counts.get(lit, 0) if lit in capped else -1
+        is_tail = lit in tails
         pos = find(lit)
-        while pos >= 0:
-            start = rfind(b"\n", 0, pos) + 1
-            hits.add(start)
+        while pos >= 0 and budget != 0:
             nl = find(b"\n", pos)
+            if is_tail:
+                end = len(data) if nl < 0 else nl
+                r = data.rfind(b"\r", pos, end - 1 if end > pos and data[end - 1 : end] == b"\r" else end)
+                if r >= 0:  # not in the line's last bar segment: look again after its last \r
+                    pos = find(lit, r + 1)
+                    continue
+            hits.append(rfind(b"\n", 0, pos) + 1)
+            budget -= 1
             if nl < 0:
                 break
             pos = find(lit, nl + 1)
-    return sorted(hits)
-
-
-def _hs_line_starts(db: object, data: bytes) -> list[int]:
-    starts: list[int] = []
-    line_end = -1
-    find, rfind = data.find, data.rfind
-
-    def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-        nonlocal line_end
-        if to <= line_end:
-            return  # another hit on a line already listed
-        pos = to - 1
-        start = rfind(b"\n", 0, pos) + 1
-        if starts and start == starts[-1]:
-            return
-        starts.append(start)
-        nl = find(b"\n", pos)
-        line_end = len(data) if nl < 0 else nl
-
-    db.scan(data, match_event_handler=on_match)  # type: ignore[attr-defined]
-    return starts
+    return hits
 
 
 def _newline_counter(data: bytes) -> Callable[[int, int], int]:
@@ -263,7 +417,7 @@ def _newline_counter(data: bytes) -> Callable[[int, int], int]:
     chunk = 1 << 22
 
     def count(a: int, b: int) -> int:
-        if b - a < (1 << 20):
+        if b - a < (32 << 10):
             return data.count(b"\n", a, b)
         n = 0
         for i in range(a, b, chunk):

@@ -15,7 +15,7 @@ How it reads a file of any size without turning it into millions of objects:
    line through a :class:`~forensics.parsers.stream_text.Follower` that steps over other ranks'
    interleaved lines, and the lines it used are not read again.
 4. Progress lines are thinned (``progress.Thinner``): anomalies always kept, the rest an evenly
-   spaced series of at most ~4k per file.
+   spaced series of at most ~2k per file.
 
 Events come out in file order. Registered instances: :data:`PARSER` (``process-output``),
 :data:`SLURM_PARSER` (``slurm``: a Slurm ``.out`` / ``srun --label`` output) and
@@ -35,6 +35,7 @@ from forensics.events import EMPTY_ATTRS, Event, Origin, Severity
 from forensics.parsers import c10d, nccl_debug, progress, py_traceback, slurm, torchrun
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.stream_text import (
+    START_HINTS,
     Body,
     Follower,
     Stamp,
@@ -47,7 +48,17 @@ from forensics.parsers.stream_text import (
 )
 from forensics.textdoc import Line, TextDocument
 
-__all__ = ["NCCL_DEBUG_PARSER", "PARSER", "SLURM_PARSER", "TRIGGER_LITERALS", "StreamParser", "scan"]
+__all__ = [
+    "ANOMALY_LITERALS",
+    "BAR_LITERALS",
+    "NCCL_DEBUG_PARSER",
+    "PARSER",
+    "PROGRESS_LITERALS",
+    "SLURM_PARSER",
+    "TRIGGER_LITERALS",
+    "StreamParser",
+    "scan",
+]
 
 #: Literals that can begin or mark a record; a line holding none of them (or of ``ctx.notable``) is never decoded.
 TRIGGER_LITERALS: tuple[bytes, ...] = (
@@ -66,9 +77,19 @@ TRIGGER_LITERALS: tuple[bytes, ...] = (
     # warnings and logging levels
     b"Warning", b"WARNING", b"CRITICAL", b"FATAL", b"ERROR", b"meta device",
     # progress
-    b"it/s", b"s/it", b"'loss'", b"tok/s", b"toks/s", b"tokens/s", b"samples/s", b"SamplesPerSec", b"samples/sec",
-    b"_per_second", b"per iteration", b"/step", b"Loss", b"loss:", b"loss=", b"OVERFLOW", b"loss scale",
+    b"'loss'", b"tokens/s", b"samples/s", b"SamplesPerSec", b"samples/sec", b"_per_second", b"per iteration",
+    b"/step", b"Loss", b"loss:", b"loss=", b"OVERFLOW", b"loss scale",
 )
+#: Progress rates that recur in every redraw of a bar: they count only in a line's last ``\r`` segment.
+BAR_LITERALS: tuple[bytes, ...] = (b"it/s", b"s/it", b"tok/s", b"toks/s")
+#: Literals that mark a progress line; lines hit only by these are sampled evenly in big files.
+PROGRESS_LITERALS: tuple[bytes, ...] = BAR_LITERALS + (
+    b"'loss'", b"tokens/s", b"samples/s", b"SamplesPerSec", b"samples/sec", b"_per_second", b"per iteration",
+    b"/step", b"Loss", b"loss:", b"loss=", b"loss scale",
+)
+#: What makes a progress line an anomaly worth keeping whatever the sampling (NaN/inf, loss 0.0, overflow).
+ANOMALY_LITERALS: tuple[bytes, ...] = (b" nan", b"=nan", b" NaN", b" inf", b"=inf", b"-inf", b"'loss': 0.0,",
+                                       b"loss=0.0,", b"loss 0.0 ", b"loss: 0.0 ", b"OVERFLOW")
 _NOTABLE_GENERIC = (b"Error", b"ERROR", b"error:", b"Traceback", b"FATAL", b"Fatal", b"Killed", b"panic")
 
 _WARNING = re.compile(r"^(?:(?P<path>.+?):(?P<line>\d+): )?(?P<cat>[A-Z]\w*Warning): ?(?P<msg>.*)$")
@@ -83,7 +104,13 @@ _LEVEL_SEVERITY = {"ERROR": Severity.ERROR, "CRITICAL": Severity.CRITICAL, "FATA
                    "WARNING": Severity.WARNING, "INFO": Severity.INFO, "DEBUG": Severity.DEBUG}
 #: Identical warnings / notable INFO lines kept per file (the rest stay in the file, unlisted).
 MAX_REPEATS = 3
-_MAX_BAR_SAMPLES = 16
+_MAX_BAR_SAMPLES = 8
+_LONG_BAR = 64
+# Anything that makes a progress line worth a closer look: a glued record, an anomaly, escapes.
+_RAW_ODD = re.compile("|".join(re.escape(h) for h in (*START_HINTS, *_ANOMALY_HINTS, "\x1b", "^M")).encode())
+_SIGNAL_WORDS = ("Killed", "fault", "Aborted", "Bus error", "exception", "instruction")
+#: Lines each signature anchor may contribute on its own (an anchor that is chatter in this log stops there).
+NOTABLE_LINES = 1000
 
 
 class _Scan:
@@ -97,7 +124,7 @@ class _Scan:
         self.notable = tuple(n.decode("utf-8", "replace") for n in ctx.notable if n)
         self.events: list[tuple[int, int, Event]] = []
         self.taken: set[int] = set()
-        self.thinner = progress.Thinner()
+        self.thinner = progress.Thinner(size_hint=len(doc))
         self.last_progress: tuple[int, Any] | None = None
         self.repeats: Counter[str] = Counter()
         self.nccl_comms: set[tuple[int, str]] = set()
@@ -145,17 +172,41 @@ class _Scan:
 
     # -- lines ----------------------------------------------------------------------------------
     def line(self, line: Line) -> None:
-        text = clean(line.text)
-        if not text.strip():
-            return
-        segs = segments(text)
-        if len(segs) > 1:
-            # Bar redraws: the last segment is the visible state and may carry a glued record;
-            # the earlier ones are bar states, sampled for the throughput series.
-            step = max(1, (len(segs) - 1) // _MAX_BAR_SAMPLES)
-            for seg in segs[:-1:step]:
-                self.progress_only(line, split_body(seg, self.srun))
-        self.segment(line, segs[-1])
+        text = line.text
+        if "\r" in text or "^M" in text or "\x1b[" in text:
+            if text.count("\r") > _LONG_BAR or "^M" in text or "\x1b[" in text:
+                segs = segments(clean(text))
+                # Bar redraws: the last segment is the visible state and may carry a glued record;
+                # the earlier ones are bar states, sampled for the throughput series when a line
+                # holds many of them (a run that rarely prints a newline).
+                step = max(1, (len(segs) - 1) // _MAX_BAR_SAMPLES)
+                for seg in segs[:-1:step][:_MAX_BAR_SAMPLES]:
+                    self.progress_only(line, split_body(seg, self.srun))
+                text = segs[-1]
+            else:
+                text = text[text.rfind("\r") + 1:] or text.rstrip("\r")
+        text = clean(text)
+        if text:
+            self.segment(line, text)
+
+    def skippable_progress(self, data: bytes, start: int) -> bool:
+        """The bulk of a long log, judged from raw bytes: a loss dict or a bar whose turn has not come
+        in the thinned series, with nothing glued to it and nothing odd in it. Counted, not decoded."""
+        thinner = self.thinner
+        seq = thinner.seen
+        if seq < thinner.head or seq % thinner.stride == 0:
+            return False
+        nl = data.find(b"\n", start)
+        end = len(data) if nl < 0 else nl
+        seg = data.rfind(b"\r", start, end - 1) + 1 or start
+        if not (data.startswith(b"{'", seg) or data.find(b"it/s]", seg, end) >= 0
+                or data.find(b"s/it]", seg, end) >= 0):
+            return False
+        if _RAW_ODD.search(data, seg + 1, end):
+            return False
+        thinner.seen = seq + 1
+        self.last_progress = (seq, (start, seg))
+        return True
 
     def segment(self, line: Line, text: str) -> None:
         head = split_body(text, self.srun)
@@ -212,6 +263,8 @@ class _Scan:
         if not t:
             return
         c = t[0]
+        if ((c == "{" and t.startswith("{'")) or "it/s]" in t or "s/it]" in t) and self.progress_only(line, body):
+            return  # the common case in a long log: a loss dict or a bar, nothing glued to it
         if c == "[":
             glog = c10d.parse_glog_record(t)
             if glog is not None:
@@ -256,10 +309,10 @@ class _Scan:
             if m:
                 self.kernel_assert(line, body, t, m)
                 return
-        if _CUDA_ERROR.search(t):
+        if ("CUDA" in t or "uda" in t or "THC" in t) and _CUDA_ERROR.search(t):
             self.cuda_error(line, body, t, multiline)
             return
-        sig = slurm.parse_shell_signal(t)
+        sig = slurm.parse_shell_signal(t) if any(w in t for w in _SIGNAL_WORDS) else None
         if sig is not None:
             self.emit(line, "log", t, Severity.ERROR, body, attrs=sig)
             return
@@ -552,8 +605,9 @@ class _Scan:
             self.emit(line, "nccl", rec.message, Severity.WARNING, body, attrs=attrs, detail="\n".join(lines),
                       last_no=last_no, pid=rec.pid, host=rec.host)
             return True
-        if not rec.notable and not (self.notable and any(n in t for n in self.notable)):
-            return True  # chatter: consumed, no event
+        if not rec.notable and (self.repeats[rec.message[:200]] >= MAX_REPEATS
+                                or not (self.notable and any(n in t for n in self.notable))):
+            return True  # chatter (or a notable line seen often enough): consumed, no event
         if "comm" in attrs:
             key = (rec.pid, str(attrs["comm"]))
             if key in self.nccl_comms:
@@ -578,7 +632,16 @@ class _Scan:
         self.flush_assert()
         last = self.last_progress
         if last is not None and len(last[1]) == 2:
-            line, body = last[1]
+            held_line, held = last[1]
+            if isinstance(held_line, int):  # skipped from raw bytes: decode it now
+                start, seg = held_line, held
+                nl = self.doc.data.find(b"\n", seg)
+                end = len(self.doc.data) if nl < 0 else nl
+                text = self.doc.data[seg:end].decode("utf-8", "replace")
+                line = Line(self.doc.line_numberer()(start), start, text)
+                body = split_body(clean(text), self.srun)
+            else:
+                line, body = held_line, held
             t = body.text.strip()
             attrs = progress.parse_progress(t)
             last = None
@@ -600,11 +663,21 @@ def _source_like(s: str) -> bool:
 def scan(doc: TextDocument, ctx: ParseContext, generic: bool = False) -> Iterator[Record]:
     """Every record in ``doc`` (see the module docstring), in file order."""
     state = _Scan(doc, ctx, generic)
-    literals = TRIGGER_LITERALS + tuple(ctx.notable) + (_NOTABLE_GENERIC if generic else ())
-    for line in doc.candidate_lines(literals):
-        if line.no in state.taken:
+    literals = TRIGGER_LITERALS + (_NOTABLE_GENERIC if generic else ())
+    every = state.thinner.stride
+    state.thinner.stride = 1  # the scan already keeps one progress line in ``every``
+    starts = doc.candidate_starts(literals + ANOMALY_LITERALS, limited=ctx.notable, limit=NOTABLE_LINES,
+                                  tail=BAR_LITERALS, sampled=PROGRESS_LITERALS, every=every)
+    all_literals = literals + tuple(ctx.notable) + BAR_LITERALS
+    number = doc.line_numberer()
+    data = doc.data
+    skip = state.skippable_progress
+    for start in starts:
+        if skip(data, start):
             continue
-        state.line(line)
+        for line in doc.lines_at(start, number(start), all_literals):
+            if line.no not in state.taken:
+                state.line(line)
     yield from state.finish()
 
 

@@ -228,7 +228,7 @@ def is_anomalous(attrs: dict[str, Any]) -> bool:
 
 
 #: Regular (non-anomalous) progress events kept per file before the stride doubles.
-MAX_REGULAR = 4096
+MAX_REGULAR = 2048
 
 
 class Thinner:
@@ -237,14 +237,18 @@ class Thinner:
     Every anomalous line (NaN/inf/zero loss, NaN grad norm, overflow) is kept, and so are the
     first 64 lines. The others are kept one in ``stride``; when more than :data:`MAX_REGULAR`
     are held, the stride doubles and every other held one is dropped, so a file of any length
-    yields an evenly spaced series of at most ~4k points (plus the last line, always kept).
-    ``keep`` is asked *before* a line is parsed, so skipped lines cost almost nothing.
+    yields an evenly spaced series of at most ~2k points (plus the last line, always kept).
+    ``wanted`` is asked *before* a line is parsed, so skipped lines cost almost nothing; for a big
+    file the stride starts where the file's size says it will end up (``size_hint``: about one
+    progress line per 4 KiB), so the early part is not parsed densely only to be dropped.
     """
 
-    def __init__(self, cap: int = MAX_REGULAR, head: int = 64) -> None:
+    def __init__(self, cap: int = MAX_REGULAR, head: int = 64, size_hint: int = 0) -> None:
         self.cap = cap
         self.head = head
         self.stride = 1
+        while self.stride * 2 * cap * 4096 <= size_hint:
+            self.stride *= 2
         self.seen = 0
         self.held: list[tuple[int, Any]] = []  # (sequence number, item) of regular lines
 

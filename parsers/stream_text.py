@@ -357,9 +357,17 @@ START_HINTS = ("Traceback", "terminate called", ".cpp:", ".cc:", ".h:", "[rank",
                "pid=", "Killed")
 
 
+_HINTS = re.compile("|".join(re.escape(h) for h in START_HINTS))
+
+
+def may_hold_record(text: str) -> bool:
+    """Whether ``text`` may hold another record past its first character (cheap pre-check)."""
+    return _HINTS.search(text, 1) is not None
+
+
 def record_starts(text: str) -> list[int]:
     """Offsets (> 0) in ``text`` where another record begins."""
-    if not any(h in text for h in START_HINTS):
+    if _HINTS.search(text, 1) is None:
         return []
     return [m.start() for m in RECORD_START.finditer(text, 1)]
 
