@@ -130,8 +130,18 @@ def test_an_old_unrelated_incident_is_ruled_out() -> None:
               ev("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 40.00 GiB.", t=days)]
     _, v = run(events)
     assert v.root_cause_id == "torch-cuda-oom"
-    assert v.ruled_out == [("xid-79-fallen-off-bus", "an earlier, separate incident (72.0 h before the latest "
-                                                     "finding)")]
+    assert v.ruled_out == [("xid-79-fallen-off-bus", "an earlier, separate incident (72.0 h before "
+                                                     "torch-cuda-oom)")]
+
+
+def test_a_later_weak_symptom_does_not_make_a_real_fault_stale() -> None:
+    events = [ev(XID79, t=0, path="dmesg.txt"),
+              ev("NVRM: Xid (PCI:0000:61:00): 45, pid=1496200, name=python, Ch 0000000a", t=3 * 86400,
+                 path="dmesg.txt")]
+    _, v = run(events)
+    assert v.root_cause_id == "xid-79-fallen-off-bus"
+    assert v.ruled_out == [("xid-45-preemptive-cleanup", "lower priority (15) than xid-79-fallen-off-bus (90) "
+                                                         "and not its cause")]
 
 
 def test_runner_up_and_why_it_lost() -> None:

@@ -13,8 +13,9 @@ Rules (docs/signatures.md, "How the verdict is made"):
   lines of slack for interleaved output); named links need nothing more.
 * The root cause is the strongest finding that nothing else explains; strength is
   ``priority × (0.5 + 0.5 × score)``; among findings of similar strength with
-  timestamps the earliest wins. A timed finding more than 2 h older than the latest
-  one that explains none of the later findings is an earlier, separate incident.
+  timestamps the earliest wins. A timed finding that explains nothing and ended more than
+  2 h before another finding of at least half its strength began is an earlier, separate
+  incident.
 * Consequences are everything the root explains, directly or through a chain.
 """
 
@@ -33,6 +34,7 @@ __all__ = ["decide"]
 TOLERANCE_NS = 30 * 10**9
 DEFAULT_MAX_GAP_NS = 3600 * 10**9
 STALE_NS = 2 * 3600 * 10**9
+STALE_STRENGTH = 0.5  # a later incident must be at least this strong, relative, to make an old one stale
 NEAR_LINES = 300
 LEAGUE = 12.0  # strength difference within which the earlier finding wins
 
@@ -208,10 +210,15 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
 
     edges = {id(g): [f for f in causes if f is not g and _explains(g, f)] for g in causes}
     explained = {id(f) for g in causes for f in edges[id(g)]}
-    timed = [n.first for n in causes if n.first is not None]
-    latest = max(timed) if timed else None
-    stale = {id(n) for n in causes
-             if latest is not None and n.last is not None and latest - n.last > STALE_NS and not edges[id(n)]}
+    later: dict[int, _Node] = {}  # stale finding id -> the later, comparable incident
+    for n in causes:
+        if n.last is None or edges[id(n)]:
+            continue
+        newer = [d for d in causes if d.first is not None and d.first - n.last > STALE_NS
+                 and d.strength >= STALE_STRENGTH * n.strength]
+        if newer:
+            later[id(n)] = max(newer, key=lambda d: d.first or 0)
+    stale = set(later)
     candidates = [n for n in causes if id(n) not in stale] or causes
     pool = [n for n in candidates if id(n) not in explained] or candidates
     root = _pick_root(pool)
@@ -243,8 +250,9 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
         n.m.finding.role = Role.CONTRIBUTING
         parents = [g for g in causes if n in edges[id(g)]]
         if id(n) in stale:
-            gap = (latest - n.last) / 3.6e12 if latest is not None and n.last is not None else 0
-            why = f"an earlier, separate incident ({gap:.1f} h before the latest finding)"
+            d = later[id(n)]
+            gap = ((d.first or 0) - (n.last or 0)) / 3.6e12
+            why = f"an earlier, separate incident ({gap:.1f} h before {d.sig_id})"
         elif parents:
             n.m.finding.note = _link_note(parents[0], n)
             side.append(n)
