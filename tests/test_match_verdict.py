@@ -103,6 +103,7 @@ def test_risk_is_never_the_root_cause() -> None:
     assert v.root_cause is None
     assert [f.signature for f in v.contributing] == ["memory-margin"]
     assert findings[0].role == Role.CONTRIBUTING
+    assert v.summary.endswith("Risks found: memory-margin.")
 
 
 def test_oom_with_small_shortfall_has_memory_margin_contributing() -> None:

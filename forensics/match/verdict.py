@@ -205,7 +205,10 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
         n.m.finding.role = Role.CONTRIBUTING
         n.m.finding.note = n.m.finding.note or "a risk, not a cause on its own"
     if not causes:
-        verdict = Verdict(None, healthy_confidence, healthy_note, contributing=[n.m.finding for n in risks])
+        note = healthy_note
+        if risks:
+            note += " Risks found: " + ", ".join(dict.fromkeys(n.sig_id for n in risks)) + "."
+        verdict = Verdict(None, healthy_confidence, note.strip(), contributing=[n.m.finding for n in risks])
         return [n.m.finding for n in sorted(risks, key=_order_key)], verdict
 
     edges = {id(g): [f for f in causes if f is not g and _explains(g, f)] for g in causes}
