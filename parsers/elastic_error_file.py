@@ -32,11 +32,14 @@ def _frames(callstack: str) -> list[str]:
 
 class ElasticErrorFileParser:
     name = "elastic-error-file"
+    # Shape written by torch/distributed/elastic/multiprocessing/errors/error_handler.py (_write_error);
+    # the callstack is the illegal-address traceback shape of the corpus.
     samples = (
         '{"message": {"message": "RuntimeError: CUDA error: an illegal memory access was encountered", '
         '"extraInfo": {"py_callstack": "Traceback (most recent call last):\\n  File \\"/w/train.py\\", line 9, '
-        'in main\\n    loss.backward()\\nRuntimeError: CUDA error: an illegal memory access was encountered\\n", '
-        '"timestamp": "1716304983"}}}\n',
+        'in main\\n    loss.backward()\\n  File \\"/usr/lib/python3.10/site-packages/torch/_tensor.py\\", '
+        'line 522, in backward\\n    torch.autograd.backward(\\nRuntimeError: CUDA error: an illegal memory '
+        'access was encountered\\n", "timestamp": "1716304983"}}}\n',
     )
 
     def detect(self, head: list[str]) -> float:

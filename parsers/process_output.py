@@ -273,6 +273,9 @@ class _Scan:
         if c == "T" and t.startswith("Traceback (most recent call last)"):
             self.python_traceback(line, body, multiline)
             return
+        if c in "╭+" and py_traceback.is_rich_top(t):
+            self.python_traceback(line, body, multiline)
+            return
         if c == "t" and t.startswith("terminate called"):
             follow = self.follow(line, body, loose=True) if multiline else None
             rec = py_traceback.read_cpp_terminate(t, follow)

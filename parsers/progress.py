@@ -32,7 +32,7 @@ _DICT_KEYS = {"loss": "loss", "train_loss": "loss", "grad_norm": "grad_norm", "l
 
 _TQDM = re.compile(r"(?P<n>\d+)/(?P<total>\d+|\?)\s*\[(?P<elapsed>[\d:]+)<(?P<remaining>[\d:?]*),\s*"
                    r"(?P<rate>[\d.]+|\?)\s*(?P<unit>[A-Za-z/]+)(?:,\s*(?P<post>[^\]]*))?\]")
-_TQDM_DESC = re.compile(r"^\s*(?P<desc>[^|%\r]*?)\s*:?\s*(?:\d+%)?\s*(?:\||\S*━)")
+_TQDM_DESC = re.compile(r"^\s*(?P<desc>.*?)\s*:?\s*(?:\d+%)?\s*(?:\|.*|[━╸╺─█▏▎▍▌▋▊▉#].*)?$")
 _POST_PAIR = re.compile(r"([\w.]+)=(" + _NUM + r")")
 
 _RATE = re.compile(

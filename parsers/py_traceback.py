@@ -25,6 +25,7 @@ __all__ = [
     "read_faulthandler",
     "read_python",
     "read_exception_tail",
+    "is_rich_top",
     "SIGNALS",
 ]
 
@@ -39,7 +40,7 @@ MAX_RECORD_LINES = 400
 
 _FRAME = re.compile(r'^File "(?P<file>[^"]*)", line (?P<line>\d+)(?:,? in(?: (?P<func>.*))?)?$')
 _FRAME_JUPYTER = re.compile(r"^File (?P<file>[~/\\\w.:-][^\s,]*):(?P<line>\d+), in (?P<func>.*)$")
-_FRAME_RICH = re.compile(r"^[│|]\s*(?P<file>\S+?):(?P<line>\d+) in (?P<func>\S+)\s*[│|]?$")
+_FRAME_RICH = re.compile(r"^[│|]\s*(?P<file>[^\s│|]+?):(?P<line>\d+) in(?: (?P<func>[^\s│|]+))?\s*[│|]?$")
 _EXC = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?P<colon>:(?:\s|$))?")
 _EXC_SUFFIX = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Failure", "Fault")
 _CARETS = re.compile(r"^[\s^~]+$")
@@ -241,11 +242,16 @@ def read_exception_tail(first: str, follow: Follower, rec: ExcRecord, max_lines:
             return
 
 
+def is_rich_top(text: str) -> bool:
+    """The top border of a rich traceback box: ``╭──── Traceback (most recent call last) ────╮``."""
+    return bool(_RICH_TOP.match(text))
+
+
 def read_python(header: str, follow: Follower) -> ExcRecord:
-    """A Python traceback from its ``Traceback (most recent call last):`` line (``header`` holds any text
-    that preceded the header on its line) through the final exception line, following chains."""
+    """A Python traceback from its ``Traceback (most recent call last):`` line (or a rich box's top
+    border) through the final exception line, following chains and nested tracebacks."""
     rec = ExcRecord(message="", lines=[header])
-    rich = False
+    rich = is_rich_top(header)
     while len(rec.lines) < MAX_RECORD_LINES:
         item = follow.peek()
         if item is None:
