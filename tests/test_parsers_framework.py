@@ -395,9 +395,10 @@ TEXTS = st.text(alphabet=st.characters(codec="utf-8"), max_size=400)
 PIECES = st.lists(st.sampled_from([
     "Traceback (most recent call last):\n", '  File "x.py", line 3, in f\n', "RuntimeError: CUDA error: boom\n",
     "terminate called after throwing an instance of 'c10::Error'\n", "  what():  CUDA error: x\n",
-    "[rank1]:[E321 02:07:08.1 ProcessGroupNCCL.cpp:1]  WorkNCCL(SeqNum=1, OpType=X\n", "\r 1/2 [00:01<00:02, 1.0it/s]",
-    "{'loss': nan, 'grad_norm': inf}\n", "Root Cause (first observed failure):\n", "[0]:\n", "  exitcode  : -9 (pid: 1)\n",
-    "=====================\n", "Fatal Python error: Aborted\n", "slurmstepd: error: *** JOB 1 ON n CANCELLED AT x ***\n",
+    "[rank1]:[E321 02:07:08.1 ProcessGroupNCCL.cpp:1]  WorkNCCL(SeqNum=1, OpType=X\n",
+    "\r 1/2 [00:01<00:02, 1.0it/s]", "{'loss': nan, 'grad_norm': inf}\n", "Root Cause (first observed failure):\n",
+    "[0]:\n", "  exitcode  : -9 (pid: 1)\n", "=====================\n", "Fatal Python error: Aborted\n",
+    "slurmstepd: error: *** JOB 1 ON n CANCELLED AT x ***\n",
     "h:1:2 [0] x.cc:1 NCCL WARN bad\n", "h:1:2 [0] NCCL INFO a.cc:1 -> 6\n", "\n", "0: ", "\x1b[31m", "^M",
 ]), max_size=40)
 
