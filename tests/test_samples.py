@@ -1,0 +1,48 @@
+"""End-to-end: every recorded sample in samples/recorded/ gets the verdict its expected.toml states.
+
+Each sample directory holds ``bundle/`` (what ``forensics record`` wrote on a real GPU), ``README.md``
+(how it was made) and ``expected.toml``::
+
+    root_cause = "torch-cuda-oom"        # or "none"
+    consequences = ["..."]               # optional: ids that must be reported as consequences
+    contributing = ["memory-margin"]     # optional: ids that must be reported as contributing
+    findings = ["..."]                   # optional: ids that must appear among the findings at all
+    evidence_kinds = ["xid", "traceback"]  # optional: event kinds the timeline must hold
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from forensics.analysis import analyze
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "recorded"
+CASES = sorted(p for p in SAMPLES.glob("*") if (p / "expected.toml").is_file())
+
+
+def test_there_are_recorded_samples() -> None:
+    assert CASES, "samples/recorded/ holds no sample with an expected.toml"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_recorded_sample_verdict(case: Path) -> None:
+    expected = tomllib.loads((case / "expected.toml").read_text())
+    analysis = analyze([str(case / "bundle")])
+    want = expected["root_cause"]
+    assert analysis.verdict.root_cause_id == (None if want == "none" else want), analysis.verdict.summary
+    assert analysis.recordings, "the bundle's manifest was not read"
+    found = {f.signature for f in analysis.findings}
+    consequences = {f.signature for f in analysis.verdict.consequences}
+    contributing = {f.signature for f in analysis.verdict.contributing}
+    for sig in expected.get("consequences", []):
+        assert sig in consequences, f"{sig} not among consequences {sorted(consequences)}"
+    for sig in expected.get("contributing", []):
+        assert sig in contributing, f"{sig} not among contributing {sorted(contributing)}"
+    for sig in expected.get("findings", []):
+        assert sig in found, f"{sig} not among findings {sorted(found)}"
+    kinds = {e.kind for e in analysis.timeline.events}
+    for kind in expected.get("evidence_kinds", []):
+        assert kind in kinds, f"no {kind} event in the timeline ({sorted(kinds)})"
