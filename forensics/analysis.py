@@ -113,6 +113,7 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         source=item.source or f"file:{os.path.basename(item.display.split('!')[-1])}",
         host=item.host,
         year=_year_from_mtime(item.mtime),
+        mtime_ns=int(item.mtime * 1e9) if item.mtime else None,
         tz=options.tz or _zone(item.tz_name),
         boot_time_ns=item.boot_time_ns,
         receipt_ts=receipt_lookup(item.receipt_index),

@@ -38,7 +38,8 @@ class ParseContext:
 
     ``path`` is the name shown to users; ``source`` the Event.source to stamp
     (``file:<name>`` for loose files, ``kmsg``/``stdout``/``nvml`` inside a bundle).
-    ``year`` fills year-less stamps (from the bundle or the file's mtime); ``tz`` is the
+    ``year`` fills year-less stamps (from the bundle or the file's mtime; ``mtime_ns`` is that
+    modification time itself, the latest moment the log can describe); ``tz`` is the
     zone of local wall-clock stamps when known (bundle, ``--tz``), else ``None``;
     ``boot_time_ns`` anchors boot-relative stamps when known; ``receipt_ts`` maps a
     byte offset to the recorder's receipt time for streams that carry none;
@@ -50,6 +51,7 @@ class ParseContext:
     source: str
     host: str | None = None
     year: int | None = None
+    mtime_ns: int | None = None
     tz: tzinfo | None = None
     boot_time_ns: int | None = None
     receipt_ts: Callable[[int], int | None] | None = None

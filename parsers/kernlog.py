@@ -306,7 +306,7 @@ def build_event(rec: KRecord, ctx: ParseContext, ts: int | None = None, ts_sourc
 def resolve_walls(pairs: list[tuple[Event, KRecord]], ctx: ParseContext,
                   first_year: int | None = None) -> list[Event]:
     """Place the events whose records carry a year-less wall clock (see YearlessClock)."""
-    clock = YearlessClock(ctx.year, ctx.tz)
+    clock = YearlessClock(ctx.year, ctx.tz, ctx.mtime_ns)
     clock.first_year = first_year
     index: list[int | None] = []
     for _, rec in pairs:
