@@ -1,0 +1,87 @@
+"""Stream helpers: cleaning, bar segments, prefixes, stamps, record starts."""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+from forensics.events import TsSource
+from forensics.parsers.base import ParseContext
+from forensics.parsers.stream_text import (
+    Stamp,
+    clean,
+    parse_glog_stamp,
+    record_starts,
+    segments,
+    split_body,
+    srun_labelled,
+    stamp_ns,
+    timestamp,
+)
+
+
+def test_clean_strips_ansi_orphans_and_padding() -> None:
+    assert clean("\x1b[36m(RayWorkerWrapper pid=4009)\x1b[0m hello   ") == "(RayWorkerWrapper pid=4009) hello"
+    assert clean("[36m(RayWorkerWrapper pid=4009) x") == "(RayWorkerWrapper pid=4009) x"
+
+
+def test_segments_on_cr_literal_caret_m_and_cursor_up() -> None:
+    assert segments(" 1/4 [00:01<00:03]\r 2/4 [00:02<00:02]") == [" 1/4 [00:01<00:03]", " 2/4 [00:02<00:02]"]
+    assert segments("7.54it/s]^MLoading checkpoint shards: 100%") == ["7.54it/s]", "Loading checkpoint shards: 100%"]
+    assert segments("a\x1b[Ab") == ["a", "b"]
+    assert segments("plain") == ["plain"]
+
+
+def test_prefixes_peeled_in_order() -> None:
+    b = split_body("0: [rank3]: Traceback (most recent call last):", srun_labels=True)
+    assert (b.rank, b.key, b.text) == (3, "n0/r3", "Traceback (most recent call last):")
+    b = split_body("(VllmWorker rank=2 pid=777) ERROR 04-15 00:31:11 [worker.py:574] boom")
+    assert (b.rank, b.pid, b.level, b.text) == (2, 777, "ERROR", "boom")
+    assert b.stamp == Stamp(None, 4, 15, 0, 31, 11)
+    b = split_body("[2024-09-11 17:52:18,030] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW!")
+    assert b.text == "[deepspeed] OVERFLOW!" and b.stamp == Stamp(2024, 9, 11, 17, 52, 18, 30_000_000)
+    b = split_body("E0325 20:57:27.620000 2606 site-packages/torch/api.py:869] failed (exitcode: -9)")
+    assert b.level == "ERROR" and b.text == "failed (exitcode: -9)"
+    assert b.stamp == Stamp(None, 3, 25, 20, 57, 27, 620000000)
+    b = split_body("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9)")
+    assert b.level == "ERROR" and b.text == "failed (exitcode: -9)"
+    b = split_body("[INFO|trainer.py:1156] 2021-06-05 16:46:31,375 >> ***** Running training *****")
+    assert b.text == "***** Running training *****" and b.stamp is not None and b.stamp.year == 2021
+    b = split_body("Oct 04 15:02:41 llm sd-webui-forge-start[394]: RuntimeError: CUDA error: x")
+    assert (b.host, b.pid, b.text) == ("llm", 394, "RuntimeError: CUDA error: x")
+    b = split_body("2021-09-30 17:34:05,265 WARNING [train.py:546] (0/7) Epoch 1")
+    assert (b.level, b.rank, b.text) == ("WARNING", 0, "Epoch 1")
+    assert split_body("no prefix at all").text == "no prefix at all"
+
+
+def test_glog_stamp_month_not_zero_padded() -> None:
+    assert parse_glog_stamp("321", "02:07:08.414640780") == Stamp(None, 3, 21, 2, 7, 8, 414640780)
+    assert parse_glog_stamp("1206", "10:00:00.5") == Stamp(None, 12, 6, 10, 0, 0, 500000000)
+    assert parse_glog_stamp("12", "10:00:00") is None
+
+
+def test_stamp_placement_year_zone_and_receipt() -> None:
+    ctx = ParseContext(path="x", source="x", year=2025)
+    ts, src = stamp_ns(Stamp(None, 3, 21, 2, 7, 8), ctx)
+    assert src == TsSource.LOCAL and ts == 1742522828 * 10**9
+    ctx.tz = UTC
+    assert stamp_ns(Stamp(None, 3, 21, 2, 7, 8), ctx) == (1742522828 * 10**9, TsSource.EXACT)
+    assert stamp_ns(Stamp(None, 13, 1, 0, 0, 0), ctx) == (None, TsSource.NONE)
+    no_year = ParseContext(path="x", source="x", receipt_ts=lambda off: 42 + off)
+    assert timestamp(Stamp(None, 3, 21, 2, 7, 8), no_year, 8) == (50, TsSource.RECEIPT)
+    assert timestamp(None, ParseContext(path="x", source="x"), 0) == (None, TsSource.NONE)
+
+
+def test_record_starts_anywhere_in_a_line() -> None:
+    bar = "Epoch 0:   6%|██  | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6]"
+    assert record_starts(bar + "[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog") == [len(bar)]
+    line = ("terminate called after throwing an instance of '[rank5]:[E802 22:07:03.847786934 "
+            "ProcessGroupNCCL.cpp:2119] x")
+    assert record_starts(line) == [line.index("[rank5]")]
+    assert record_starts("4/8 [02:10<02:22, 35.73s/it]Killed") == [len("4/8 [02:10<02:22, 35.73s/it]")]
+    assert record_starts("the process was Killed") == []
+    assert record_starts("nothing special") == []
+
+
+def test_srun_label_detection() -> None:
+    assert srun_labelled(["0: a", "1: b", "0: c"])
+    assert not srun_labelled(["0: a", "plain", "other", "more"])
