@@ -224,6 +224,8 @@ class TextDocument:
 _HS_CACHE: dict[tuple[tuple[bytes, ...], frozenset[bytes]], object] = {}
 #: Below this size the per-literal sweep is as fast as building a Hyperscan database.
 HS_MIN_BYTES = 1 << 20
+#: Documents from this size on count newlines with numpy (~6 GB/s against ~1.6 GB/s).
+NUMPY_COUNT_MIN = 256 << 20
 #: Set to False (tests, benchmarks) to force the pure-Python sweep.
 USE_HYPERSCAN = True
 
@@ -406,8 +408,9 @@ def _hit_line_starts_find(data: bytes, lits: list[bytes], capped: set[bytes], li
 
 
 def _newline_counter(data: bytes) -> Callable[[int, int], int]:
-    """``count(a, b)``: newlines in ``data[a:b]``; numpy's vectorised compare for big spans."""
-    if len(data) < (64 << 20):
+    """``count(a, b)``: newlines in ``data[a:b]``; numpy's vectorised compare for big spans of big
+    documents (importing numpy costs about what it saves on a 200 MB file)."""
+    if len(data) < NUMPY_COUNT_MIN:
         return lambda a, b: data.count(b"\n", a, b)
     try:
         import numpy as np

@@ -113,6 +113,31 @@ _SIGNAL_WORDS = ("Killed", "fault", "Aborted", "Bus error", "exception", "instru
 NOTABLE_LINES = 1000
 
 
+_NOTABLE_CACHE: dict[tuple[bytes, ...], Callable[[str], bool]] = {}
+
+
+def _notable_matcher(notable: tuple[bytes, ...]) -> Callable[[str], bool]:
+    """``holds(text)``: whether ``text`` holds one of the signatures' anchor literals (one compiled
+    alternation, cached per anchor set: the same set serves every file of an analysis)."""
+    fn = _NOTABLE_CACHE.get(notable)
+    if fn is None:
+        words = sorted({n.decode("utf-8", "replace") for n in notable if n}, key=len, reverse=True)
+        if words:
+            search = re.compile("|".join(re.escape(w) for w in words)).search
+
+            def fn(text: str) -> bool:
+                return search(text) is not None
+        else:
+
+            def fn(text: str) -> bool:
+                return False
+
+        if len(_NOTABLE_CACHE) > 8:
+            _NOTABLE_CACHE.clear()
+        _NOTABLE_CACHE[notable] = fn
+    return fn
+
+
 class _Scan:
     """The state of one file's scan: events found so far and the lines already used."""
 
@@ -121,7 +146,7 @@ class _Scan:
         self.ctx = ctx
         self.generic = generic
         self.srun = srun_labelled(doc.head(200))
-        self.notable = tuple(n.decode("utf-8", "replace") for n in ctx.notable if n)
+        self.notable = _notable_matcher(ctx.notable)
         self.events: list[tuple[int, int, Event]] = []
         self.taken: set[int] = set()
         self.thinner = progress.Thinner(size_hint=len(doc))
@@ -332,7 +357,7 @@ class _Scan:
             if self.once(t[:200]):
                 self.emit(line, "warning", t, Severity.WARNING, body, attrs={"level": level})
             return
-        if self.notable and any(n in t for n in self.notable):
+        if self.notable(t):
             self.emit(line, "log", t, Severity.INFO, body)
             return
         if self.generic and any(w in t for w in ("Error", "ERROR", "error:", "FATAL", "Fatal", "Killed", "panic")):
@@ -380,7 +405,7 @@ class _Scan:
         elif rec.level == "WARNING":
             if self.once(text[:200]):
                 self.emit(line, "warning", text, severity, body, attrs=attrs, stamp=rec.stamp)
-        elif self.notable and any(n in text for n in self.notable):
+        elif self.notable(text):
             self.emit(line, "log", text, severity, body, attrs=attrs, stamp=rec.stamp)
 
     def python_traceback(self, line: Line, body: Body, multiline: bool) -> None:
@@ -609,7 +634,7 @@ class _Scan:
                       last_no=last_no, pid=rec.pid, host=rec.host)
             return True
         if not rec.notable and (self.repeats[rec.message[:200]] >= MAX_REPEATS
-                                or not (self.notable and any(n in t for n in self.notable))):
+                                or not self.notable(t)):
             return True  # chatter (or a notable line seen often enough): consumed, no event
         if "comm" in attrs:
             key = (rec.pid, str(attrs["comm"]))

@@ -91,15 +91,17 @@ def test_sampled_lines_are_thinned_but_others_kept(engine: str) -> None:
     assert 95 <= len(nos) <= 110
 
 
-def test_line_numbers_with_numpy_counter() -> None:
+def test_line_numbers_with_numpy_counter(monkeypatch: pytest.MonkeyPatch) -> None:
     """Big documents count newlines with numpy; small spans and big ones agree with bytes.count."""
+    pytest.importorskip("numpy")
+    monkeypatch.setattr(textdoc, "NUMPY_COUNT_MIN", 8 << 20)
     rng = random.Random(3)
     data = b"".join(rng.choice([b"x" * rng.randrange(0, 300), b"Error"]) + b"\n" for _ in range(20000))
     counter = textdoc._newline_counter(data)
     assert counter(0, len(data)) == data.count(b"\n")
-    big = data * ((65 << 20) // len(data) + 1)  # over the 64 MB line where numpy takes over
+    big = data * ((9 << 20) // len(data) + 1)  # over the (lowered) size where numpy takes over
     fast = textdoc._newline_counter(big)
-    for a, b in [(0, 10), (5, 40 << 10), (1000, 5 << 20), (0, len(big))]:
+    for a, b in [(0, 10), (5, 40 << 10), (1000, 5 << 20), (0, len(big)), (3, len(big) - 7)]:
         assert fast(a, b) == big.count(b"\n", a, b)
 
 
