@@ -68,8 +68,11 @@ def main() -> int:
     p.add_argument("--kinds", default="gpu,python")
     p.add_argument("--pairs", type=int, default=3)
     p.add_argument("--interval", type=float, default=0.1)
+    p.add_argument("--steps", type=int, help="steps per run (default: per kind)")
     p.add_argument("--json-out")
     args = p.parse_args()
+    if args.steps:
+        STEPS.update(dict.fromkeys(STEPS, args.steps))
     results = bench(args.kinds.split(","), args.pairs, args.interval)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=2))

@@ -37,6 +37,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
              signal.SIGALRM, signal.SIGPWR, signal.SIGXCPU)
 _JOB_CONTROL = (signal.SIGCONT, signal.SIGTSTP)
 _TTY_STOPS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+PIPE_BYTES = 1 << 20  # room for the child to run ahead of the tee (the unprivileged maximum by default)
 
 
 @dataclass
@@ -102,6 +103,8 @@ class Child:
             os.set_inheritable(master, False)
             return _Stream(master, slave, True, echo_fd)
         r, w = os.pipe()
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         return _Stream(r, w, False, echo_fd)
 
     def install_signal_handlers(self) -> None:

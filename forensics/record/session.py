@@ -31,7 +31,7 @@ from forensics.record.clock import boot_times, iso_utc, local_zone_name, now_ns,
 from forensics.record.kernel_log import KernelLogFollower
 from forensics.record.redact import redact_argv, redact_env
 from forensics.record.supervisor import RECORDER_LOG, NvmlSupervisor
-from forensics.record.tee import StreamTee
+from forensics.record.tee import PIPE_BATCH_S, StreamTee
 from forensics.record.writer import AppendFile, Flusher, atomic_write_json
 
 __all__ = ["Recording", "record"]
@@ -240,7 +240,8 @@ class Recording:
         for name, stream in self.child.streams.items():
             log = self.flusher.add(AppendFile(self.bundle / f"{name}.log"))
             idx = self.flusher.add(AppendFile(self.bundle / f"{name}.idx"))
-            tee = StreamTee(name, stream.read_fd, stream.echo_fd, log, idx)
+            tee = StreamTee(name, stream.read_fd, stream.echo_fd, log, idx,
+                            batch_s=0.0 if stream.is_pty else PIPE_BATCH_S)
             tee.start()
             self.tees.append(tee)
             self.manifest.source(name, {"status": "ok", "file": f"{name}.log", "index": f"{name}.idx",

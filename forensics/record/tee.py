@@ -31,13 +31,16 @@ CHUNK = 1 << 16
 MIN_GAP_NS = 10_000_000  # 10 ms between entries for line-completing chunks
 BAR_GAP_NS = 1_000_000_000  # 1 s between entries for chunks without a newline
 IDLE_S = 0.25
+PIPE_BATCH_S = 0.002  # see _pump: how long small writes may gather in a (1 MiB) pipe
 
 
 class StreamTee(threading.Thread):
-    def __init__(self, name: str, src_fd: int, echo_fd: int | None, log: AppendFile, idx: AppendFile) -> None:
+    def __init__(self, name: str, src_fd: int, echo_fd: int | None, log: AppendFile, idx: AppendFile,
+                 batch_s: float = 0.0) -> None:
         super().__init__(name=f"forensics-tee-{name}", daemon=True)
         self.src_fd = src_fd
         self.echo_fd = echo_fd
+        self.batch_s = batch_s
         self.log = log
         self.idx = idx
         self.received = 0
@@ -87,6 +90,10 @@ class StreamTee(threading.Thread):
                 raise
             if not data:
                 return
+            if self.batch_s and len(data) < CHUNK:
+                # A burst of small writes: let them gather in the pipe for a moment rather than wake
+                # up (and make the child wake us) for each one. A pty's buffer is too small for this.
+                time.sleep(self.batch_s)
             now = time.time_ns()
             self.last_data = time.monotonic()
             self.log.write(data)
