@@ -1,6 +1,7 @@
 """Detectors: GPU metrics, OOM numbers, progress lines, recorder health, cross-rank
 records. Synthetic series, plus readings and lines taken from corpus cases."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -299,3 +300,9 @@ def test_spinning_that_resumes_normal_work_is_not_reported() -> None:
 def test_sw_thermal_slowdown_alone_is_not_throttling() -> None:
     warm = {t: {"clock_reasons": 0x20} for t in range(120)}
     assert clock_throttle(_series(120, gpus=2, **{"0": warm})) == []
+
+
+def test_progress_lines_with_an_odd_rank_attribute_still_group() -> None:
+    lines = _progress(20, tokens_s=[100.0] * 10 + [10.0] * 10)
+    odd = [replace(e, attrs={**e.attrs, "rank": [0, 1]}) for e in lines]
+    assert len(throughput_drop(odd)) == 1

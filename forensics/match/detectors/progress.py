@@ -31,7 +31,9 @@ def _streams(events: Sequence[Event]) -> dict[tuple[object, ...], list[Event]]:
     streams: dict[tuple[object, ...], list[Event]] = defaultdict(list)
     for e in events:
         if e.kind == "progress":
-            streams[(e.host, e.rank if e.rank is not None else e.attrs.get("rank"), e.origin.path)].append(e)
+            rank = e.rank if e.rank is not None else e.attrs.get("rank")
+            key_rank = rank if isinstance(rank, int | str) else None  # a parser's odd attr must not break grouping
+            streams[(e.host, key_rank, e.origin.path)].append(e)
     return streams
 
 
