@@ -169,7 +169,13 @@ def parse_progress(text: str) -> dict[str, Any] | None:
     return None
 
 
+_DS_RANK = re.compile(r"^\[Rank (\d+)\] ")
+
+
 def _generic(text: str, out: dict[str, Any], rates: bool) -> None:
+    m = _DS_RANK.match(text)  # DeepSpeed log_dist: "[Rank 0] step=10, skipped=6, lr=[...]"
+    if m:
+        out["rank"] = int(m.group(1))
     if rates:
         for r in _RATE.finditer(text):
             value = _num(r.group("v"))
