@@ -383,12 +383,7 @@ class _Scan:
                 lines[-1] += nxt
             if rec.c10d and text != rec.message:
                 rec.attrs = c10d.work_attrs(text)
-            tail = py_traceback.ExcRecord(message="", lines=[])
-            first = follow.peek()
-            if first is not None and first[1].text.strip().startswith(py_traceback._CPP_BOILERPLATE):
-                follow.take()
-                py_traceback.read_exception_tail(first[1].text.strip(), follow, tail, max_lines=12)
-                lines.extend(tail.lines)
+            lines.extend(py_traceback.read_cpp_tail(follow))
         last_no = self.done_with(follow) if follow is not None else None
         severity = _LEVEL_SEVERITY.get(rec.level, Severity.INFO)
         if rec.c10d:
@@ -498,12 +493,10 @@ class _Scan:
         return Line(first_no, pos, "")
 
     def cuda_error(self, line: Line, body: Body, t: str, multiline: bool) -> None:
-        rec = py_traceback.ExcRecord(message=t, lines=[], cpp=True)
+        rec = py_traceback.ExcRecord(message=t, lines=[t], cpp=True)
         follow = self.follow(line, body, loose=True) if multiline else None
         if follow is not None:
-            py_traceback.read_exception_tail(t, follow, rec, max_lines=12)
-        else:
-            rec.lines.append(t)
+            rec.lines.extend(py_traceback.read_cpp_tail(follow))
         last_no = self.done_with(follow) if follow is not None else None
         attrs: dict[str, Any] = {}
         m = re.search(r"error=(\d+)|cuda runtime error \((\d+)\)|Cuda failure (\d+)", t)

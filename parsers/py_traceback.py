@@ -25,6 +25,7 @@ __all__ = [
     "read_faulthandler",
     "read_python",
     "read_exception_tail",
+    "read_cpp_tail",
     "is_rich_top",
     "SIGNALS",
 ]
@@ -247,6 +248,34 @@ def is_rich_top(text: str) -> bool:
     return bool(_RICH_TOP.match(text))
 
 
+def read_cpp_tail(follow: Follower, max_frames: int = 200) -> list[str]:
+    """The lines that PyTorch prints after a CUDA/c10 error: the asynchronous-report boilerplate,
+    ``Exception raised from ... (most recent call first):`` and its ``frame #N:`` lines (a blank line
+    may sit before the stack). Anything else ends the tail."""
+    lines: list[str] = []
+    frames = 0
+    while True:
+        item = follow.peek()
+        if item is None:
+            return lines
+        s = item[1].text.strip()
+        if not s:
+            follow.take()
+            nxt = follow.peek()
+            if nxt is None or not nxt[1].text.strip().startswith(_CPP_BOILERPLATE):
+                return lines
+            lines.append("")
+            continue
+        if not s.startswith(_CPP_BOILERPLATE):
+            return lines
+        if s.startswith("frame #"):
+            frames += 1
+            if frames > max_frames:
+                return lines
+        follow.take()
+        lines.append(s)
+
+
 def read_python(header: str, follow: Follower) -> ExcRecord:
     """A Python traceback from its ``Traceback (most recent call last):`` line (or a rich box's top
     border) through the final exception line, following chains and nested tracebacks."""
@@ -346,12 +375,7 @@ def read_cpp_terminate(text: str, follow: Follower | None) -> ExcRecord:
                         message = nxt[1].text.strip()
                         rec.lines.append(message)
         if message or item is not None:
-            tail = ExcRecord(message="", lines=[])
-            first = follow.peek()
-            if first is not None and first[1].text.strip().startswith(_CPP_BOILERPLATE):
-                follow.take()
-                read_exception_tail(first[1].text.strip(), follow, tail, max_lines=12)
-                rec.lines.extend(tail.lines)
+            rec.lines.extend(read_cpp_tail(follow))
     rec.frames = [_cpp_frame(s) for s in rec.lines if s.startswith("frame #")][:64]
     rec.message = message or text.strip()
     if rec.exc_type:

@@ -223,7 +223,10 @@ def split_body(text: str, srun_labels: bool = False) -> Body:
                 if m.group("rank"):
                     body.rank = int(m.group("rank"))
                 key_parts.append("p" + m.group("pid"))
-                text = _ORPHAN_SGR.sub("", text[m.end():])
+                rest = text[m.end():]
+                text = _ORPHAN_SGR.sub("", rest)
+                if text != rest:  # "(Worker pid=1)[0m ERROR ...": the reset code sat before the space
+                    text = text.lstrip(" ")
                 continue
         break
     text = _strip_log_header(text, body)

@@ -422,3 +422,30 @@ def test_record_soup_never_raises(pieces: list[str], noise: str) -> None:
     for rec in process_output.scan(doc, ctx):
         assert isinstance(rec, Event)
         assert 1 <= rec.origin.line <= text.count("\n") + 1
+
+
+def test_catalog_shapes_nccl_timestamp_meta_warning_ray_colours() -> None:
+    """Line shapes quoted in the framework catalog (§1.2, §1.3, §3) that no corpus case holds."""
+    text = ("[2026-05-05 06:16:47] gpu1:4242:4250 [3] transport/net.cc:1302 NCCL WARN NET/IB : Got completion from "
+            "peer 10.0.0.2<39138> with error 12, opcode 0, len 0, vendor err 129\n"
+            "WARNING:root:Some parameters are on the meta device device because they were offloaded to the cpu.\n"
+            "[36m(RayWorkerWrapper pid=4009)[0m ERROR 04-15 00:31:11 worker_base.py:574] Error executing method: "
+            "CUDA error: an illegal memory access was encountered\n"
+            "rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>\n")
+    doc = TextDocument.from_bytes(text.encode(), "mixed.log")
+    ctx = ParseContext(path="mixed.log", source="file:mixed.log", year=2025)
+    nccl, meta, ray, child = [e for e in process_output.scan(doc, ctx) if isinstance(e, Event)]
+    assert nccl.kind == "nccl" and nccl.ts is not None and nccl.attrs["cuda_dev"] == 3 and nccl.host == "gpu1"
+    assert meta.kind == "warning" and meta.message.startswith("Some parameters are on the meta device")
+    assert ray.kind == "cuda-error" and ray.pid == 4009 and ray.message.startswith("Error executing method")
+    assert child.kind == "torchrun" and (child.attrs["rank"], child.attrs["exitcode"], child.pid) == (2, -9, 36071)
+
+
+def test_python_warning_with_message_on_the_next_lines() -> None:
+    text = ("/nix/store/x/lib/python3.11/site-packages/torch/cuda/__init__.py:209: UserWarning:\n"
+            "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch "
+            "installation.\nThe current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80.\n")
+    doc = TextDocument.from_bytes(text.encode(), "w.log")
+    ctx = ParseContext(path="w.log", source="file:w.log")
+    (ev,) = [e for e in process_output.scan(doc, ctx) if isinstance(e, Event)]
+    assert ev.kind == "warning" and "sm_120 is not compatible" in ev.message and ev.origin.nlines == 3
