@@ -9,7 +9,8 @@ only for rare one-off strings such as journal headers):
 - kernel uptime stamps ``1234.567890`` (:func:`uptime_ns`);
 - ``dmesg -T`` ctime ``Fri Mar  3 04:27:08 2023`` (:func:`parse_ctime`);
 - syslog / journalctl wall clocks without a year, in any common locale's month names
-  (:func:`month_number`, :class:`YearlessClock`).
+  (:func:`month_number`, :class:`YearlessClock`); events so placed carry the attr
+  :data:`YEAR_INFERRED`, and :func:`shift_years` moves them when other logs date them better.
 
 Local wall-clock times are converted with the zone when it is known (``exact``); when it is
 not, they are taken as UTC and marked ``local`` so that nobody mistakes them for exact.
@@ -27,6 +28,7 @@ from forensics.events import TsSource
 __all__ = [
     "MONTHS",
     "NS",
+    "YEAR_INFERRED",
     "YearlessClock",
     "epoch_ns",
     "month_number",
@@ -34,6 +36,7 @@ __all__ = [
     "parse_fallback",
     "parse_fraction_ns",
     "parse_iso",
+    "shift_years",
     "uptime_ns",
     "wall_to_ns",
 ]
@@ -41,6 +44,10 @@ __all__ = [
 NS = 1_000_000_000
 _DAY_S = 86_400
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+#: Event attr (``True``) on an event whose stamp printed no year (syslog, journalctl ``short``,
+#: dmesg -H, glog ``E0514``, vLLM ``INFO 10-03``): its year came from the file's date or the
+#: bundle, so the timeline may move it to the year of the dated logs beside it.
+YEAR_INFERRED = "year_inferred"
 
 # --------------------------------------------------------------------------------------------
 # Month names. journalctl and dmesg -T print ``%b`` in the user's locale; these are glibc's
@@ -112,6 +119,29 @@ def epoch_ns(year: int, month: int, day: int, hour: int = 0, minute: int = 0, se
     if not (0 <= hour < 24 and 0 <= minute < 60 and 0 <= second <= 60 and 0 <= nanos < NS):
         raise ValueError("time of day out of range")
     return ((_epoch_day(year, month, day) * _DAY_S) + hour * 3600 + minute * 60 + second) * NS + nanos
+
+
+@lru_cache(maxsize=4096)
+def _shifted_day(day: int, years: int) -> int | None:
+    d = date.fromordinal(day + _EPOCH_ORDINAL)
+    try:
+        return _epoch_day(d.year + years, d.month, d.day)
+    except ValueError:
+        return None
+
+
+def shift_years(ts: int, years: int) -> int | None:
+    """``ts`` (UTC ns) moved by whole calendar years: the same month, day and time of day.
+    ``None`` when that day does not exist in the target year (29 February) or lies outside
+    the calendar."""
+    if years == 0:
+        return ts
+    day, rest = divmod(ts, _DAY_S * NS)
+    try:
+        shifted = _shifted_day(day, years)
+    except (ValueError, OverflowError):
+        return None
+    return None if shifted is None else shifted * _DAY_S * NS + rest
 
 
 @lru_cache(maxsize=8192)

@@ -2,6 +2,11 @@
 
 Steps (:func:`build_timeline`):
 
+0. **Year-less stamps** (syslog, journalctl ``short``, glog ``E0514``, vLLM ``INFO 10-03``) took
+   their year from the file's date, which is the copy's date when a log was copied. Their events
+   carry ``year_inferred``; when dated logs of the same host (or of no named host) exist, each
+   such file moves by whole years to the year that puts it nearest the dated span
+   (:func:`anchor_years`), so a copied ``train.log`` lines up with the 2024 ``dmesg -T`` beside it.
 1. **Boot-relative stamps** (raw ``dmesg``, ``/dev/kmsg``) without a known boot time are placed
    through a *boot anchor* of the same host: an entry that carries both clocks (journal JSON's
    realtime + monotonic, a syslog line holding the kernel's ``[ 123.456]`` stamp, ``dmesg``
@@ -27,8 +32,10 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from forensics.clock import YEAR_INFERRED, shift_years
 from forensics.events import Event, MetricSample, TsSource
 from forensics.identity import IdentityTable, build_identity
 
@@ -38,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ClockOffset",
     "Timeline",
+    "anchor_years",
     "boot_anchors",
     "build_timeline",
     "estimate_offsets",
@@ -104,6 +112,120 @@ def place_boot_relative(events: Sequence[Event], boot_time_ns: int | None) -> li
         if e.ts is None and e.uptime_ns is not None:
             e = replace(e, ts=boot_time_ns + e.uptime_ns, ts_source=TsSource.BOOT_RELATIVE)
         out.append(e)
+    return out
+
+
+# -- years of year-less stamps -------------------------------------------------------------------
+#: a year-less file moves to another year only when that puts it at most this far from the dated logs
+YEAR_ANCHOR_GAP_NS = 31 * 86_400 * NS
+#: how many years back a year-less file may move (copies of old logs)
+MAX_YEARS_BACK = 10
+#: time stamps that date an event on their own (a receipt time is the recorder's clock)
+_DATED_SOURCES = (TsSource.EXACT, TsSource.LOCAL, TsSource.BOOT_RELATIVE, TsSource.RECEIPT)
+
+
+def _year_less(e: Event) -> bool:
+    return e.ts is not None and bool(e.attrs.get(YEAR_INFERRED))
+
+
+def _dated_spans(per_source: Sequence[Sequence[Event]], metrics: Iterable[MetricSample]) -> dict[
+        str | None, tuple[int, int]]:
+    """Per host (``None``: no host named), the span of the events and samples whose stamps date them."""
+    spans: dict[str | None, tuple[int, int]] = {}
+
+    def add(host: str | None, ts: int) -> None:
+        lo, hi = spans.get(host, (ts, ts))
+        spans[host] = (min(lo, ts), max(hi, ts))
+
+    for evs in per_source:
+        for e in evs:
+            if e.ts is not None and e.ts_source in _DATED_SOURCES and not e.attrs.get(YEAR_INFERRED):
+                add(e.host, e.ts)
+    for m in metrics:
+        if m.ts is not None and m.ts_source in _DATED_SOURCES:
+            add(m.host, m.ts)
+    return spans
+
+
+def _reference(spans: Mapping[str | None, tuple[int, int]], hosts: set[str | None]) -> tuple[int, int] | None:
+    """The dated span a year-less file is compared with: its own hosts' and the unnamed logs'; for
+    a file that names no host, every dated log."""
+    keys = set(spans) if hosts <= {None} else (hosts | {None}) & set(spans)
+    if not keys:
+        return None
+    return min(spans[k][0] for k in keys), max(spans[k][1] for k in keys)
+
+
+def _gap(lo: int, hi: int, ref: tuple[int, int]) -> int:
+    return max(0, ref[0] - hi, lo - ref[1])
+
+
+def _years(lo: int, hi: int) -> str:
+    a, b = (datetime.fromtimestamp(t / NS, UTC).year for t in (lo, hi))
+    return str(a) if a == b else f"{a}–{b}"
+
+
+def _best_shift(evs: Sequence[Event], lo: int, hi: int, ref: tuple[int, int]) -> tuple[int, list[Event]] | None:
+    """The whole-year shift (0 or back) that puts ``evs``' year-less stamps nearest ``ref``, with the
+    moved events; ``None`` when staying is as near or no year is within reach."""
+    here = _gap(lo, hi, ref)
+    tried: list[tuple[int, int]] = []
+    for k in range(-1, -MAX_YEARS_BACK - 1, -1):
+        a, b = shift_years(lo, k), shift_years(hi, k)
+        if a is None or b is None:
+            continue
+        gap = _gap(a, b, ref)
+        if gap < here and gap <= YEAR_ANCHOR_GAP_NS:
+            tried.append((gap, -k))
+    for _, back in sorted(tried):
+        moved: list[Event] = []
+        for e in evs:
+            if _year_less(e):
+                assert e.ts is not None
+                ts = shift_years(e.ts, -back)
+                if ts is None:  # a 29 February stamp rules out a common year
+                    break
+                e = replace(e, ts=ts)
+            moved.append(e)
+        else:
+            return -back, moved
+    return None
+
+
+def anchor_years(per_source: Sequence[Sequence[Event]], names: Sequence[str] = (),
+                 metrics: Iterable[MetricSample] = (), notes: list[str] | None = None) -> list[list[Event]]:
+    """Move each file's year-less events (attr ``year_inferred``) by whole years to the year that
+    puts them nearest the dated logs of the same host (or of no named host), when one brings
+    them within :data:`YEAR_ANCHOR_GAP_NS`; only backwards, since a log cannot describe the
+    future of its file's date. ``ts_source`` is kept; what was done goes to ``notes``."""
+    out = [list(evs) for evs in per_source]
+    pending = [i for i, evs in enumerate(out) if any(_year_less(e) for e in evs)]
+    if not pending:
+        return out
+    spans = _dated_spans(out, metrics)
+    for i in pending:
+        evs = out[i]
+        name = names[i] if i < len(names) else f"source {i}"
+        stamps = [e.ts for e in evs if _year_less(e) and e.ts is not None]
+        lo, hi = min(stamps), max(stamps)
+        ref = _reference(spans, {e.host for e in evs if _year_less(e)})
+        what = f"{name}: {len(stamps)} stamp(s) without a year"
+        if ref is None:
+            text = f"{what}: {_years(lo, hi)} taken from the file's date"
+        else:
+            best = _best_shift(evs, lo, hi, ref)
+            if best is not None:
+                k, out[i] = best
+                moved = [e.ts for e in out[i] if _year_less(e) and e.ts is not None]
+                text = (f"{what}: put in {_years(min(moved), max(moved))} beside the dated logs (the file's "
+                        f"date gave {_years(lo, hi)})")
+            elif _gap(lo, hi, ref) <= YEAR_ANCHOR_GAP_NS:
+                text = f"{what}: {_years(lo, hi)} from the file's date, as the dated logs"
+            else:
+                text = (f"{what}: {_years(lo, hi)} kept from the file's date (no year puts them near the "
+                        f"dated logs)")
+        if notes is not None:
+            notes.append(text)
     return out
 
 
@@ -335,9 +457,10 @@ def build_timeline(per_source: Iterable[tuple[list[Event], list[MetricSample]]],
     """
     sources = [(list(evs), list(ms)) for evs, ms in per_source]
     notes: list[str] = []
-    placed = _place_with_anchors([evs for evs, _ in sources], names, notes)
-    inferred = [_infer_untimed(evs) for evs in placed]
     metrics = [m for _, ms in sources for m in ms]
+    dated = anchor_years([evs for evs, _ in sources], names, metrics, notes)
+    placed = _place_with_anchors(dated, names, notes)
+    inferred = [_infer_untimed(evs) for evs in placed]
 
     ref, estimated = estimate_offsets(e for evs in inferred for e in evs)
     clock_offsets = dict(estimated)

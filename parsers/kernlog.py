@@ -16,7 +16,8 @@ record and returns a :class:`Head` (message, stamp, host, level …). This modul
   a kernel trigger literal or a signature anchor (``ctx.notable``) are decoded, each extended
   back to its record's first line and forward over its continuation lines;
 - **year-less stamps** (syslog, journalctl ``short``) are resolved per file by
-  :class:`forensics.clock.YearlessClock` once the whole file is read.
+  :class:`forensics.clock.YearlessClock` once the whole file is read; unless a journal header
+  gave the year, those events carry ``year_inferred`` (the timeline may move them).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from forensics.clock import YearlessClock
+from forensics.clock import YEAR_INFERRED, YearlessClock
 from forensics.events import Event, Severity, TsSource
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.kernel_messages import LEVEL_NAMES, TRIGGER_LITERALS, classify, level_severity
@@ -305,7 +306,8 @@ def build_event(rec: KRecord, ctx: ParseContext, ts: int | None = None, ts_sourc
 
 def resolve_walls(pairs: list[tuple[Event, KRecord]], ctx: ParseContext,
                   first_year: int | None = None) -> list[Event]:
-    """Place the events whose records carry a year-less wall clock (see YearlessClock)."""
+    """Place the events whose records carry a year-less wall clock (see YearlessClock); they are
+    marked ``year_inferred`` unless ``first_year`` (a journal header) gave the year."""
     clock = YearlessClock(ctx.year, ctx.tz, ctx.mtime_ns)
     clock.first_year = first_year
     index: list[int | None] = []
@@ -318,7 +320,8 @@ def resolve_walls(pairs: list[tuple[Event, KRecord]], ctx: ParseContext,
         if i is not None:
             r = resolved[i]
             if r is not None:
-                event = replace(event, ts=r[0] + rec.head.wall_plus_ns, ts_source=r[1])
+                attrs = {**event.attrs, YEAR_INFERRED: True} if first_year is None else event.attrs
+                event = replace(event, ts=r[0] + rec.head.wall_plus_ns, ts_source=r[1], attrs=attrs)
             else:
                 ctx.warn(f"impossible date on line {event.origin.line}; left unplaced")
         out.append(event)

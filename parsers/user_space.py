@@ -17,6 +17,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import replace
 
+from forensics.clock import YEAR_INFERRED
 from forensics.events import Event, Origin, TsSource
 from forensics.parsers.base import ParseContext, Parser
 from forensics.textdoc import TextDocument
@@ -94,9 +95,11 @@ def hand_over(events: Sequence[Event], ctx: ParseContext) -> list[Event]:
         origin = Origin(ctx.path, head.origin.line, head.origin.offset,
                         tail.origin.line + tail.origin.nlines - head.origin.line)
         ts, src = r.ts, r.ts_source
+        attrs = dict(r.attrs)
         if src is TsSource.RECEIPT or ts is None:
             ts, src = head.ts, head.ts_source
-        attrs = dict(r.attrs)
+            if head.attrs.get(YEAR_INFERRED):  # the journal line's year-less stamp
+                attrs[YEAR_INFERRED] = True
         attrs.setdefault("ident", head.attrs.get("ident"))
         found.append(replace(r, origin=origin, ts=ts, ts_source=src, host=r.host or head.host,
                              pid=r.pid if r.pid is not None else head.pid, attrs=attrs))

@@ -19,6 +19,7 @@ from forensics.clock import (
     parse_fallback,
     parse_fraction_ns,
     parse_iso,
+    shift_years,
     uptime_ns,
     wall_to_ns,
 )
@@ -135,6 +136,26 @@ def test_epoch_arithmetic_matches_datetime(dt: datetime) -> None:
     expected = (dt.replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
     got = epoch_ns(dt.year, dt.month, dt.day, dt.hour, dt.minute, dt.second, dt.microsecond * 1000)
     assert got == expected
+
+
+@given(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1)), st.integers(-20, 20),
+       st.integers(0, 999))
+def test_shift_years_keeps_the_calendar_day_and_time(dt: datetime, years: int, extra_ns: int) -> None:
+    ts = epoch_ns(dt.year, dt.month, dt.day, dt.hour, dt.minute, dt.second, dt.microsecond * 1000 + extra_ns)
+    try:
+        target = dt.replace(year=dt.year + years)
+    except ValueError:  # 29 February in a common year
+        assert shift_years(ts, years) is None
+        return
+    expected = epoch_ns(target.year, target.month, target.day, target.hour, target.minute, target.second,
+                        target.microsecond * 1000 + extra_ns)
+    assert shift_years(ts, years) == expected
+
+
+def test_shift_years_outside_the_calendar_is_none() -> None:
+    assert shift_years(epoch_ns(2024, 5, 1), -3000) is None
+    assert shift_years(epoch_ns(9999, 5, 1), 1) is None
+    assert shift_years(epoch_ns(2024, 5, 1), 0) == epoch_ns(2024, 5, 1)
 
 
 # -- year-less stamps ----------------------------------------------------------------------------
