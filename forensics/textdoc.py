@@ -447,7 +447,9 @@ def _long_line_windows(data: bytes, start: int, end: int, lits: list[bytes]) -> 
         nxt = data.find(b"\r", pos, end)
         w_end = min(end if nxt < 0 else nxt, w_start + MAX_LINE_BYTES)
         windows.append((w_start, w_end))
-    return windows[:64]
+    # A bar redrawn in every segment hits everywhere: keep the first window and the last ones, where a
+    # record glued after the bar sits.
+    return windows[:1] + windows[1:][-63:]
 
 
 def _hits_in(data: bytes, a: int, b: int, lits: list[bytes]) -> list[int]:

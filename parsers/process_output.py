@@ -31,8 +31,7 @@ from collections.abc import Callable, Iterator
 from types import MappingProxyType
 from typing import Any
 
-from forensics.clock import YEAR_INFERRED
-from forensics.events import EMPTY_ATTRS, Event, Origin, Severity, TsSource
+from forensics.events import EMPTY_ATTRS, Event, Origin, Severity
 from forensics.parsers import c10d, nccl_debug, progress, py_traceback, slurm, torchrun
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.stream_text import (
@@ -146,7 +145,10 @@ class _Scan:
         self.doc = doc
         self.ctx = ctx
         self.generic = generic
-        self.srun = srun_labelled(doc.head(200))
+        # The first 64 KiB tell whether ``srun --label`` prefixes are there (without decoding a
+        # multi-megabyte first line the way ``doc.head`` would).
+        head = doc.data[:65536].decode("utf-8", "replace").splitlines()[:200]
+        self.srun = srun_labelled([h for h in head if h.strip()])
         self.notable = _notable_matcher(ctx.notable)
         self.events: list[tuple[int, int, Event]] = []
         self.taken: set[int] = set()
@@ -163,11 +165,7 @@ class _Scan:
              attrs: dict[str, Any] | None = None, detail: str = "", last_no: int | None = None,
              stamp: Stamp | None = None, rank: int | None = None, pid: int | None = None,
              gpu: str | None = None, host: str | None = None, hold: bool = False) -> Event:
-        printed = stamp or body.stamp
-        ts, src = timestamp(printed, self.ctx, line.offset)
-        if printed is not None and printed.year is None and ts is not None and src is not TsSource.RECEIPT:
-            attrs = attrs if attrs is not None else {}
-            attrs[YEAR_INFERRED] = True  # a glog/vLLM/syslog stamp: its year is the file's date
+        ts, src = timestamp(stamp or body.stamp, self.ctx, line.offset)
         if rank is None:
             rank = body.rank
         if rank is None and attrs and isinstance(attrs.get("rank"), int):

@@ -449,3 +449,20 @@ def test_python_warning_with_message_on_the_next_lines() -> None:
     ctx = ParseContext(path="w.log", source="file:w.log")
     (ev,) = [e for e in process_output.scan(doc, ctx) if isinstance(e, Event)]
     assert ev.kind == "warning" and "sm_120 is not compatible" in ev.message and ev.origin.nlines == 3
+
+
+def test_traceback_glued_to_a_bar_line_longer_than_the_line_cap() -> None:
+    """A run that never printed a newline: one 2 MB bar line, the crash glued to its end."""
+    bar = "".join(f"\r{i * 100 // 60000:3d}%|#    | {i}/60000 [00:{i % 60:02d}<1:00:00, 9.{i % 10}it/s]"
+                  for i in range(60000))
+    text = ("start\n" + bar + "Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n"
+            "    step()\nRuntimeError: CUDA error: unknown error\n")
+    doc = TextDocument.from_bytes(text.encode(), "bar.log")
+    assert len(text) > 2 << 20
+    ctx = ParseContext(path="bar.log", source="file:bar.log")
+    events = [e for e in process_output.scan(doc, ctx) if isinstance(e, Event)]
+    tb = [e for e in events if e.kind == "traceback"]
+    assert len(tb) == 1 and tb[0].message == "RuntimeError: CUDA error: unknown error" and tb[0].origin.line == 2
+    bars = [e for e in events if e.kind == "progress"]
+    assert bars and bars[-1].attrs["step"] == 59999
+    assert doc.truncated_lines == 0
