@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from matchkit import T0, ev, sample, timeline
 
-from forensics.analysis import Options, parse_input
+from forensics.analysis import Options, analyze, parse_input
 from forensics.match import add_derived_events
 from forensics.match.detectors.gpu_metrics import (
     clock_throttle,
@@ -205,12 +205,67 @@ def test_desync_same_seqnum_different_collectives() -> None:
     assert found[0].attrs["ranks"] == [3, 7]
 
 
-def test_desync_nearby_seqnums() -> None:
-    # NeMo#13562 shape: rank 0 two collectives ahead of ranks 1-2.
-    found = cross_rank([_c10d(0, 532341, "_ALLGATHER_BASE"), _c10d(1, 532339, "BROADCAST"),
-                        _c10d(2, 532339, "BROADCAST")])
-    assert found[0].message.startswith("[nccl-desync] ranks wait in different collectives: rank 0 in "
-                                       "_ALLGATHER_BASE SeqNum 532341; ranks 1–2 in BROADCAST SeqNum 532339")
+def test_nearby_seqnums_are_not_a_desync() -> None:
+    # NeMo#13562 shape: rank 0 two collectives ahead of ranks 1-2. Each rank reports its oldest unfinished
+    # work; ranks a few SeqNums apart run the same program (FSDP), so nothing says they diverged.
+    assert cross_rank([_c10d(0, 532341, "_ALLGATHER_BASE"), _c10d(1, 532339, "BROADCAST"),
+                       _c10d(2, 532339, "BROADCAST")]) == []
+
+
+def test_a_minority_still_in_an_earlier_collective_is_behind() -> None:
+    events = [_c10d(r, 12, "ALLREDUCE", 64) for r in (0, 1, 3)] + [_c10d(2, 11, "ALLREDUCE", 64)]
+    found = cross_rank(events)
+    assert [e.attrs["detector"] for e in found] == ["rank-behind"]
+    assert found[0].rank == 2 and found[0].attrs["behind"] == [2]
+    assert found[0].message == ("[rank-behind] rank 2 fell behind: ranks 0–1, 3 wait in ALLREDUCE SeqNum 12 "
+                                "(64 elements) and it is still in SeqNum 11, which the others completed")
+
+
+def test_desync_at_a_later_seqnum_than_the_oldest_pending() -> None:
+    # Flight-recorder shape: rank 0 has SeqNums 5 and 6 pending, rank 1 only 6, and at 6 they disagree.
+    events = [_c10d(0, 5, "ALLREDUCE", 8, pg="0"), _c10d(0, 6, "ALLREDUCE", 8, pg="0"),
+              _c10d(1, 6, "BROADCAST", 8, pg="0")]
+    found = cross_rank(events)
+    assert [e.attrs["detector"] for e in found] == ["nccl-desync"]
+    assert found[0].attrs["groups"][0]["seq"] == 6
+
+
+def test_sizes_differ_legitimately_in_all_to_all_but_not_in_all_reduce() -> None:
+    uneven = [_c10d(0, 9, "ALLTOALL_BASE", 100), _c10d(1, 9, "ALLTOALL_BASE", 140)]
+    assert cross_rank(uneven) == []
+    mismatched = [_c10d(0, 9, "ALLREDUCE", 100), _c10d(1, 9, "ALLREDUCE", 140)]
+    assert [e.attrs["detector"] for e in cross_rank(mismatched)] == ["nccl-desync"]
+
+
+#: pytorch/torchtune#2093 (comment of 2025-02-28): full fine-tune with FSDP, timeout while saving a
+#: checkpoint. Ranks 0 and 3 report their oldest unfinished work two SeqNums apart, in different
+#: collectives, and every rank had enqueued both: not a desync.
+TORCHTUNE_2093 = (
+    "[rank0]:[E227 23:07:54.322446753 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught collective opera"
+    "tion timeout: WorkNCCL(SeqNum=619725, OpType=_ALLGATHER_BASE, NumelIn=54528000, NumelOut=218112000, "
+    "Timeout(ms)=1800000) ran for 1800034 milliseconds before timing out.\n"
+    "[rank0]:[E227 23:07:54.322713545 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank 0]  "
+    "failure detected by watchdog at work sequence id: 619725 PG status: last enqueued work: 619732, last"
+    " completed work: 619724\n"
+    "[rank0]:[E227 23:07:54.322728963 ProcessGroupNCCL.cpp:667] Stack trace of the failed collective not "
+    "found, potentially because FlightRecorder is disabled. You can enable it by setting TORCH_NCCL_TRACE"
+    "_BUFFER_SIZE to a non-zero value.\n"
+    "[rank3]:[E227 23:07:54.323599416 ProcessGroupNCCL.cpp:629] [Rank 3] Watchdog caught collective opera"
+    "tion timeout: WorkNCCL(SeqNum=619727, OpType=_REDUCE_SCATTER_BASE, NumelIn=4096, NumelOut=1024, Time"
+    "out(ms)=1800000) ran for 1800060 milliseconds before timing out.\n"
+    "[rank3]:[E227 23:07:54.323727781 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank 3]  "
+    "failure detected by watchdog at work sequence id: 619727 PG status: last enqueued work: 619730, last"
+    " completed work: 619726\n"
+)
+
+
+def test_fsdp_checkpoint_save_timeout_is_not_a_desync(tmp_path: Path) -> None:
+    log = tmp_path / "torchtune-2093.log"
+    log.write_text(TORCHTUNE_2093)
+    analysis = analyze([str(log)])
+    assert not [e for e in analysis.timeline.events if e.kind == "derived"]
+    assert analysis.verdict.root_cause_id in ("single-rank-long-work", "nccl-watchdog-timeout")
+    assert "nccl-desync" not in {f.signature for f in analysis.findings}
 
 
 def test_far_apart_seqnums_without_process_groups_are_not_compared() -> None:

@@ -4,12 +4,17 @@ and flight-recorder entries).
 Each rank that reports a stuck collective says *which* one: process group, SeqNum,
 OpType and element count. Comparing the ranks tells two stories apart:
 
-* ``nccl-desync`` — the ranks wait in *different* collectives (another SeqNum, or the
-  same SeqNum with another OpType or size): the code issued different collectives on
-  different ranks, a program bug, not hardware.
-* ``rank-behind`` — the ranks agree, and one rank is missing from the reports or says
-  it never enqueued that collective (``last enqueued`` below it): that rank fell
-  behind (dead, stuck, or busy with work the others do not do).
+* ``nccl-desync`` — at the *same* SeqNum the ranks ran *different* collectives
+  (another OpType, or another element count where sizes must agree): the code
+  issued different collectives on different ranks, a program bug, not hardware.
+  Ranks that merely sit at different SeqNums are not a desync: each rank reports
+  its oldest unfinished work, and under FSDP the ranks are often a few collectives
+  apart while all of them run the same program.
+* ``rank-behind`` — the ranks agree, and one rank fell behind: it never enqueued
+  the collective the others wait in (``last enqueued`` below it), it is one of a
+  minority still stuck in an earlier SeqNum that the others completed, or it is
+  missing from the reports (of a known world size). That rank is dead, stuck, or
+  busy with work the others do not do.
 """
 
 from __future__ import annotations
@@ -17,14 +22,14 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from forensics.events import Event, Severity
 from forensics.match.detectors.common import derived
 
 __all__ = ["cross_rank", "rank_ranges"]
 
-#: Without process-group names, SeqNums further apart than this are not compared.
+#: Without process-group names, SeqNums further apart than this belong to different groups.
 SEQ_NEAR = 64
 
 
@@ -137,30 +142,40 @@ def _first_per_rank(waits: Sequence[_Wait]) -> dict[int, _Wait]:
         if cur is None or (w.seq is not None and (cur.seq is None or w.seq < cur.seq)) or (
                 cur.op is None and w.op is not None and w.seq == cur.seq):
             per[w.rank] = w
+    for rank, w in per.items():  # the PG-status line of a rank may be a record of its own
+        enqueued = [x.last_enqueued for x in waits if x.rank == rank and x.last_enqueued is not None]
+        if w.last_enqueued is None and enqueued:
+            per[rank] = replace(w, last_enqueued=max(enqueued))
     return per
 
 
-def _desync(per: dict[int, _Wait], pg_known: bool) -> list[list[_Wait]] | None:
-    """Groups of ranks that wait in different collectives, or None when they agree.
+def _sizes_must_agree(w: _Wait) -> bool:
+    """All-to-all, gather and scatter move a different number of elements on each rank."""
+    key = w.op_key or ""
+    return not (key.startswith("alltoall") or key in ("gather", "scatter"))
 
-    Without process-group names, SeqNums far apart belong to different groups (each
-    group counts its own), so only nearby SeqNums are compared.
-    """
-    groups: dict[tuple[object, ...], list[_Wait]] = defaultdict(list)
-    for w in per.values():
-        groups[(w.seq,)].append(w)
-    seqs = {w.seq for w in per.values() if w.seq is not None}
-    if len(seqs) > 1:
-        if not pg_known and max(seqs) - min(seqs) > SEQ_NEAR:
-            return None
-        return sorted(groups.values(), key=lambda g: min(w.rank for w in g))
-    ops = {w.op_key for w in per.values() if w.op_key}
-    sizes = {w.numel_in for w in per.values() if w.numel_in is not None}
-    if len(ops) > 1 or len(sizes) > 1:
-        by: dict[tuple[object, ...], list[_Wait]] = defaultdict(list)
-        for w in per.values():
-            by[(w.op_key, w.numel_in)].append(w)
-        return sorted(by.values(), key=lambda g: min(w.rank for w in g))
+
+def _desync(waits: Sequence[_Wait]) -> list[list[_Wait]] | None:
+    """Groups of ranks that ran different collectives at one SeqNum (the earliest such
+    SeqNum), or None when every SeqNum that several ranks report agrees."""
+    at: dict[int, dict[int, _Wait]] = defaultdict(dict)  # SeqNum -> rank -> what it ran there
+    for w in waits:
+        if w.seq is None or (w.op_key is None and w.numel_in is None):
+            continue
+        cur = at[w.seq].get(w.rank)
+        if cur is None or (cur.op_key is None and w.op_key is not None):
+            at[w.seq][w.rank] = w
+    for seq in sorted(at):
+        ranks = at[seq]
+        if len(ranks) < 2:
+            continue
+        ops = {w.op_key for w in ranks.values() if w.op_key}
+        sizes = {w.numel_in for w in ranks.values() if w.numel_in is not None and _sizes_must_agree(w)}
+        if len(ops) > 1 or len(sizes) > 1:
+            by: dict[tuple[object, ...], list[_Wait]] = defaultdict(list)
+            for w in ranks.values():
+                by[(w.op_key, w.numel_in if _sizes_must_agree(w) else None)].append(w)
+            return sorted(by.values(), key=lambda g: min(w.rank for w in g))
     return None
 
 
@@ -188,7 +203,7 @@ def cross_rank(events: Sequence[Event]) -> list[Event]:
     for pg, pg_waits in by_pg.items():
         per = _first_per_rank(pg_waits)
         pg_text = f" in process group {pg}" if pg is not None and len(by_pg) > 1 else ""
-        groups = _desync(per, pg is not None) if len(per) >= 2 else None
+        groups = _desync(pg_waits) if len(per) >= 2 else None
         if groups:
             desc = "; ".join(f"{_label(w.rank for w in g)} in {g[0].describe()}" for g in groups)
             sentence = f"ranks wait in different collectives{pg_text}: {desc}"
@@ -197,12 +212,14 @@ def cross_rank(events: Sequence[Event]) -> list[Event]:
                                "groups": [{"ranks": sorted(w.rank for w in g), "seq": g[0].seq,
                                            "op_type": g[0].op, "numel_in": g[0].numel_in} for g in groups]}))
             continue
-        behind = _behind(per, world)
+        behind = _behind(per, world, pg is not None)
         if behind:
             ranks, why = behind
             waiting = sorted(r for r in per if r not in ranks)
-            ref = per[waiting[0]] if waiting else next(iter(per.values()))
-            sentence = (f"{_label(ranks)} fell behind{pg_text}: {_label(waiting)} wait in {ref.describe()}"
+            ref = max((per[r] for r in waiting), key=lambda w: -1 if w.seq is None else w.seq,
+                      default=next(iter(per.values())))
+            verb = "waits" if len(waiting) == 1 else "wait"
+            sentence = (f"{_label(ranks)} fell behind{pg_text}: {_label(waiting)} {verb} in {ref.describe()}"
                         f" and {why}")
             out.append(_event("rank-behind", sentence, list(per.values()),
                               {"behind": ranks, "waiting": waiting, "pg": pg, "seq": ref.seq,
@@ -211,16 +228,27 @@ def cross_rank(events: Sequence[Event]) -> list[Event]:
     return out
 
 
-def _behind(per: dict[int, _Wait], world: int | None) -> tuple[list[int], str] | None:
+def _behind(per: dict[int, _Wait], world: int | None, pg_known: bool) -> tuple[list[int], str] | None:
+    """The ranks that fell behind and why, or None when the reports do not single them out."""
     seqs = [w.seq for w in per.values() if w.seq is not None]
     target = max(seqs) if seqs else None
     if target is not None:
         lagging = sorted(r for r, w in per.items() if w.last_enqueued is not None and w.last_enqueued < target)
         if lagging and len(lagging) < len(per):
-            return lagging, f"{'they' if len(lagging) > 1 else 'it'} never enqueued SeqNum {target}"
+            return lagging, f"{_pronoun(lagging)} never enqueued SeqNum {target}"
+        earliest = min(seqs)
+        stuck_early = sorted(r for r, w in per.items() if w.seq == earliest)
+        near = pg_known or target - earliest <= SEQ_NEAR  # else: SeqNums of different groups
+        if earliest < target and near and 2 * len(stuck_early) < len(per):
+            return stuck_early, (f"{_pronoun(stuck_early)} {'is' if len(stuck_early) == 1 else 'are'} still in "
+                                 f"SeqNum {earliest}, which the others completed")
     if world is None or len(per) < 2:
         return None
     absent = sorted(set(range(world)) - set(per))
     if absent and len(absent) <= max(1, world // 4):
-        return absent, f"{'they' if len(absent) > 1 else 'it'} reported no stuck collective"
+        return absent, f"{_pronoun(absent)} reported no stuck collective"
     return None
+
+
+def _pronoun(ranks: Sequence[int]) -> str:
+    return "they" if len(ranks) > 1 else "it"
