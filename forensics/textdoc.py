@@ -223,7 +223,7 @@ class TextDocument:
 
 _HS_CACHE: dict[tuple[tuple[bytes, ...], frozenset[bytes]], object] = {}
 #: Below this size the per-literal sweep is as fast as building a Hyperscan database.
-HS_MIN_BYTES = 1 << 20
+HS_MIN_BYTES = 256 << 10
 #: Documents from this size on count newlines with numpy (~6 GB/s against ~1.6 GB/s).
 NUMPY_COUNT_MIN = 256 << 20
 #: Set to False (tests, benchmarks) to force the pure-Python sweep.
