@@ -222,6 +222,13 @@ def _timeline_summary(timeline: Timeline) -> dict[str, Any]:
         "hosts": timeline.hosts,
         "start": iso(span[0]) if span else None,
         "end": iso(span[1]) if span else None,
+        "clock_reference": timeline.clock_reference,
+        "clock_offsets": {
+            host: {"offset_s": off.offset_s, "uncertainty_s": off.uncertainty_s, "pairs": off.n_pairs,
+                   "applied_s": timeline.offsets_applied.get(host, 0.0), "given": host in timeline.clock_given}
+            for host, off in sorted(timeline.clock_offsets.items())
+        },
+        "notes": list(timeline.notes),
     }
 
 

@@ -16,6 +16,7 @@ from forensics.events import Event, TsSource
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
     from forensics.findings import Finding
+    from forensics.timeline import Timeline
 
 __all__ = ["iso", "render_text", "when"]
 
@@ -101,6 +102,35 @@ def _root(analysis: Analysis) -> list[str]:
     return out
 
 
+MAX_CLOCK_HOSTS = 8
+MAX_TIME_NOTES = 8
+
+
+def _time_lines(timeline: Timeline) -> list[str]:
+    """How the sources' times were lined up: one line for the hosts' clock offsets, one per note
+    of what the timeline inferred (years of year-less stamps, boot anchors)."""
+    out: list[str] = []
+    ref = timeline.clock_reference
+    hosts = [h for h in sorted(timeline.clock_offsets) if h != ref or h in timeline.clock_given]
+    if hosts:
+        parts = []
+        for h in hosts[:MAX_CLOCK_HOSTS]:
+            off = timeline.clock_offsets[h]
+            if h in timeline.clock_given:
+                parts.append(f"{h} {off.offset_s:+.3f} s (given)")
+                continue
+            state = "applied" if h in timeline.offsets_applied else "not applied"
+            parts.append(f"{h} {off.offset_s:+.3f} s ±{off.uncertainty_s:.3f} s ({off.n_pairs} shared "
+                         f"event{'s' if off.n_pairs != 1 else ''}, {state})")
+        more = f"; … {len(hosts) - MAX_CLOCK_HOSTS} more" if len(hosts) > MAX_CLOCK_HOSTS else ""
+        against = f" against {ref}" if ref and ref not in timeline.clock_given else ""
+        out.append(f"Clocks{against}: " + "; ".join(parts) + more)
+    out += [f"Time: {note}" for note in timeline.notes[:MAX_TIME_NOTES]]
+    if len(timeline.notes) > MAX_TIME_NOTES:
+        out.append(f"Time: … {len(timeline.notes) - MAX_TIME_NOTES} more")
+    return out
+
+
 def render_text(analysis: Analysis) -> str:
     v = analysis.verdict
     out: list[str] = []
@@ -126,6 +156,7 @@ def render_text(analysis: Analysis) -> str:
                            + (f", {s.metrics} samples" if s.metrics else "") + ")"
                            for s in analysis.sources[:10])
                + (" …" if len(analysis.sources) > 10 else ""))
+    out += _time_lines(analysis.timeline)
     for w in analysis.warnings[:20]:
         out.append(f"warning: {w}")
     if len(analysis.warnings) > 20:

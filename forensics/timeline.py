@@ -82,8 +82,11 @@ class Timeline:
     #: per host: seconds actually added to its stamps
     offsets_applied: dict[str, float] = field(default_factory=dict)
     identity: IdentityTable = field(default_factory=IdentityTable)
-    #: what the timeline did to place events, in words (boot anchors used, offsets applied)
+    #: what the timeline inferred to place events, in words (years given to year-less stamps,
+    #: boot anchors used); the clocks' offsets are in the fields above, not repeated here
     notes: list[str] = field(default_factory=list)
+    #: hosts whose offset the user gave (``--offset``) rather than the timeline estimated
+    clock_given: list[str] = field(default_factory=list)
 
     @property
     def hosts(self) -> list[str]:
@@ -472,12 +475,9 @@ def build_timeline(per_source: Iterable[tuple[list[Event], list[MetricSample]]],
             continue
         if _consistent(off):
             applied[host] = off.offset_s + ref_shift
-            notes.append(f"{host}: clock shifted by {off.offset_s:+.3f} s (±{off.uncertainty_s:.3f} s, "
-                         f"{off.n_pairs} shared events with {ref})")
     for host, value in given.items():
         applied[host] = value
         clock_offsets[host] = ClockOffset(value, 0.0, 0)
-        notes.append(f"{host}: clock shifted by {value:+.3f} s (given by the user)")
     if applied:
         shifts = {h: round(v * NS) for h, v in applied.items() if v}
         inferred = [_shift(evs, shifts) for evs in inferred]
@@ -494,4 +494,4 @@ def build_timeline(per_source: Iterable[tuple[list[Event], list[MetricSample]]],
     identity = build_identity(events, metrics)
     if identity.rows:
         events = [identity.fill(e) for e in events]
-    return Timeline(events, metrics, clock_offsets, ref, applied, identity, notes)
+    return Timeline(events, metrics, clock_offsets, ref, applied, identity, notes, sorted(given))

@@ -254,3 +254,53 @@ def test_timeline_places_boot_relative_stamps_after_the_years_moved() -> None:
     tl = build_timeline([(dated, []), (syslog, []), (raw, [])], names=["iso", "syslog", "dmesg"])
     placed = next(e for e in tl.events if e.message == "later")
     assert placed.ts == epoch_ns(2024, 8, 16, 1, 46, 40)
+
+
+# -- the clocks, shown: JSON timeline block and the terminal report ------------------------------------
+def skewed_hosts(tmp_path: Path, skew_s: int = 3) -> list[str]:
+    """Two hosts' rsyslog files of one job (a training service logging each step); nodeB runs skew_s ahead."""
+    paths = []
+    for host, skew in (("nodeA", 0), ("nodeB", skew_s)):
+        lines = [f"2024-03-03T10:11:{10 + step * 2 + skew:02d}.{(step % 3) * 10:06d}+00:00 {host} trainer[12]: "
+                 f"{{'loss': 2.31, 'grad_norm': 1.2, 'learning_rate': 1e-05, 'epoch': 0.1, 'step': {step}}}\n"
+                 for step in range(1, 8)]
+        paths.append(write(tmp_path / f"{host}.log", "".join(lines), MTIME_2024))
+    return paths
+
+
+def test_json_timeline_shows_clock_offsets_and_notes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    train = write(tmp_path / "train.log", C10D_GLOG, MTIME_2026)
+    dmesg = write(tmp_path / "dmesg.txt", DMESG_ISO_2024, MTIME_2024)
+    main(["analyze", "--format", "json", *skewed_hosts(tmp_path), dmesg, train])
+    timeline = json.loads(capsys.readouterr().out)["timeline"]
+    assert {"events", "metrics", "kinds", "hosts", "start", "end"} <= set(timeline)  # the old keys stay
+    assert timeline["clock_reference"] == "nodeA"
+    b = timeline["clock_offsets"]["nodeB"]
+    assert b["offset_s"] == pytest.approx(-3.0) and b["applied_s"] == pytest.approx(-3.0)
+    assert b["pairs"] == 7 and 0 < b["uncertainty_s"] <= 0.5 and b["given"] is False
+    assert any("train.log" in n and "put in 2024" in n for n in timeline["notes"])
+
+
+def test_json_marks_a_user_given_offset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["analyze", "--format", "json", "--offset", "nodeB=-2.5", *skewed_hosts(tmp_path)])
+    b = json.loads(capsys.readouterr().out)["timeline"]["clock_offsets"]["nodeB"]
+    assert b == {"offset_s": -2.5, "uncertainty_s": 0.0, "pairs": 0, "applied_s": -2.5, "given": True}
+
+
+def test_terminal_report_shows_the_clocks_and_the_inferred_years(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    train = write(tmp_path / "train.log", C10D_GLOG, MTIME_2026)
+    dmesg = write(tmp_path / "dmesg.txt", DMESG_ISO_2024, MTIME_2024)
+    main(["analyze", *skewed_hosts(tmp_path), dmesg, train])
+    lines = capsys.readouterr().out.splitlines()
+    read = next(i for i, line in enumerate(lines) if line.startswith("Read 4 file(s)"))
+    assert lines[read + 1] == "Clocks against nodeA: nodeB -3.000 s ±0.500 s (7 shared events, applied)"
+    note = lines[read + 2]
+    assert note.startswith("Time: ") and "train.log: 2 stamp(s) without a year: put in 2024" in note
+
+
+def test_terminal_report_says_nothing_of_clocks_for_one_host(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    main(["analyze", write(tmp_path / "dmesg.txt", DMESG_ISO_2024, MTIME_2024)])
+    out = capsys.readouterr().out
+    assert "Clocks" not in out and "Time: " not in out
