@@ -31,7 +31,8 @@ from collections.abc import Callable, Iterator
 from types import MappingProxyType
 from typing import Any
 
-from forensics.events import EMPTY_ATTRS, Event, Origin, Severity
+from forensics.clock import YEAR_INFERRED
+from forensics.events import EMPTY_ATTRS, Event, Origin, Severity, TsSource
 from forensics.parsers import c10d, nccl_debug, progress, py_traceback, slurm, torchrun
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.stream_text import (
@@ -165,7 +166,11 @@ class _Scan:
              attrs: dict[str, Any] | None = None, detail: str = "", last_no: int | None = None,
              stamp: Stamp | None = None, rank: int | None = None, pid: int | None = None,
              gpu: str | None = None, host: str | None = None, hold: bool = False) -> Event:
-        ts, src = timestamp(stamp or body.stamp, self.ctx, line.offset)
+        printed = stamp or body.stamp
+        ts, src = timestamp(printed, self.ctx, line.offset)
+        if printed is not None and printed.year is None and ts is not None and src is not TsSource.RECEIPT:
+            attrs = attrs if attrs is not None else {}
+            attrs[YEAR_INFERRED] = True  # a glog/vLLM/syslog stamp: its year is the file's date
         if rank is None:
             rank = body.rank
         if rank is None and attrs and isinstance(attrs.get("rank"), int):
