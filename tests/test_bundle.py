@@ -47,7 +47,8 @@ def _bundle(tmp_path: Path, **over: object) -> Path:
 def test_files_are_tagged_and_internal_files_skipped(tmp_path: Path) -> None:
     b = _bundle(tmp_path)
     files = {Path(f.display).relative_to(b).as_posix(): f for f in read_bundle_files(b, Limits())}
-    assert set(files) == {"manifest.json", "stdout.log", "host/nvidia-smi-topo.txt", "torch/elastic-error.json"}
+    assert set(files) == {"manifest.json", "stdout.log", "host/nvidia-smi-topo.txt", "torch/elastic-error.json",
+                          "torch/flight-recorder-rank-0"}  # read as plain data, never unpickled
     out = files["stdout.log"]
     assert (out.source, out.host, out.tz_name, out.boot_time_ns) == ("stdout", "node-1", "Europe/Berlin",
                                                                      START - 3600 * 10**9)
@@ -173,3 +174,21 @@ def test_nvml_events_become_xid_ecc_and_recorder_events() -> None:
     assert hung.kind == "recorder" and hung.attrs["reason"] == "nvml-unresponsive"
     assert hung.ts == 1740910030000000000 and "nvmlDeviceGetPowerUsage" in hung.message
     assert back.attrs["reason"] == "nvml-recovered"
+
+
+RECORDED = Path(__file__).resolve().parent.parent / "samples" / "recorded"
+
+
+def test_recorded_device_assert_holds_every_source_of_evidence() -> None:
+    """The real H200 bundle: kernel line, NVML event, NVML samples and the traceback, all placed in time."""
+    b = RECORDED / "device-assert-h200" / "bundle"
+    analysis = analyze([str(b)])
+    xids = [e for e in analysis.timeline.events if e.kind == "xid"]
+    assert {e.source for e in xids} == {"kmsg", "nvml"}
+    assert all(e.attrs.get("xid") == 43 and e.ts is not None for e in xids)
+    kernel, nvml = sorted(xids, key=lambda e: e.source)
+    assert abs(kernel.ts - nvml.ts) < 2 * 10**9  # boot-relative kernel stamp vs NVML's wall clock
+    assert any(e.kind == "traceback" and "device-side assert" in e.text for e in analysis.timeline.events)
+    assert len({m.gpu for m in analysis.timeline.metrics if m.source == "nvml"}) == 2
+    [rec] = analysis.recordings
+    assert rec["status"] == "finished" and rec["exit_code"] == 1
