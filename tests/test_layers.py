@@ -30,3 +30,19 @@ def test_parsers_are_installed_under_forensics_namespace() -> None:
     mods = _modules_after("import forensics.parsers")
     assert "forensics.parsers" in mods
     assert "parsers" not in mods
+
+
+def test_every_package_directory_is_listed_in_pyproject() -> None:
+    """A subpackage missing from pyproject's explicit list works in the editable checkout but is absent
+    from a real install (``pip install .``): keep the list and the tree in step."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(p.parent.relative_to(root).parts)
+        for p in (root / "forensics").glob("**/__init__.py")
+        if not {"parsers", "signatures"} & set(p.parent.relative_to(root / "forensics").parts)
+    } | {"forensics.parsers", "forensics.signatures"}
+    assert found == listed
