@@ -223,3 +223,14 @@ def with_suppress_kill(pid: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
         time.sleep(0.05)
+
+
+def test_a_grandchild_holding_the_output_open_does_not_keep_the_recorder_alive(tmp_path: Path) -> None:
+    start = time.monotonic()
+    res = run(tmp_path, "sh", "-c", "sleep 30 & echo bye")
+    assert res.returncode == 0 and res.stdout == b"bye\n"
+    assert time.monotonic() - start < 15
+    m = manifest(tmp_path)
+    assert m["status"] == "finished"
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(m["child_pid"], signal.SIGKILL)  # the orphaned sleep is still in the child's process group

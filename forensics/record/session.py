@@ -140,8 +140,22 @@ def _bundle_dir(out: Path, host: str, start_ns: int) -> Path:
         raise RecordError(f"cannot create a bundle in {out}: {exc.strerror or exc}") from None
 
 
+def _ensure_std_fds() -> None:
+    """A recorder started with stdin/stdout/stderr closed (a daemon) must not hand those numbers out
+    to its own pipes: put /dev/null there first."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
 class Recording:
     def __init__(self, argv: Sequence[str], out: Path, interval: float, arm: bool) -> None:
+        _ensure_std_fds()
         self.argv = list(argv)
         self.env = dict(os.environ)
         self.exe = resolve_command(self.argv[0], self.env.get("PATH"))
