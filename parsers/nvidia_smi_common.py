@@ -89,6 +89,9 @@ class GpuFacts:
     remap_unc_rows: float | None = None
     retired_pending: bool | None = None
     recovery_action: str | None = None
+    #: ``GPU Reset Status`` (``<gpu_reset_status>``): ``Reset Required`` / ``Drain and Reset Recommended``
+    reset_required: bool | None = None
+    drain_reset_recommended: bool | None = None
     link_gen: float | None = None
     link_gen_max: float | None = None
     link_width: float | None = None
@@ -110,6 +113,7 @@ def facts_records(f: GpuFacts, ctx: ParseContext, ts: int | None, ts_source: TsS
         "ecc_uncorrectable_volatile": f.ecc_unc_volatile, "ecc_uncorrectable_aggregate": f.ecc_unc_aggregate,
         "remapped_pending": f.remap_pending, "remapped_failure": f.remap_failure,
         "retired_pending": f.retired_pending, "recovery_action": f.recovery_action,
+        "reset_required": f.reset_required, "drain_and_reset_recommended": f.drain_reset_recommended,
         "gen": f.link_gen, "gen_max": f.link_gen_max, "width": f.link_width, "width_max": f.link_width_max,
         "replays": f.replays, "clock_reasons": f.clock_reasons_active or None,
     }.items() if v is not None}
@@ -129,15 +133,23 @@ def facts_records(f: GpuFacts, ctx: ParseContext, ts: int | None, ts_source: TsS
     if f.retired_pending:
         yield notable("Pending Page Blacklist/Retirement: Yes", Severity.WARNING, retired_pending=True)
     unc = max(f.ecc_unc_volatile or 0, f.ecc_unc_aggregate or 0)
+    sources = {k: v for k, v in f.sram_unc_sources.items() if v}
+    extra = f" (SRAM sources: {', '.join(f'{k}={v:g}' for k, v in sources.items())})" if sources else ""
     if unc > 0:
-        sources = {k: v for k, v in f.sram_unc_sources.items() if v}
-        extra = f" (SRAM sources: {', '.join(f'{k}={v:g}' for k, v in sources.items())})" if sources else ""
         yield notable(f"uncorrectable ECC errors: volatile {f.ecc_unc_volatile or 0:g}, "
                       f"aggregate {f.ecc_unc_aggregate or 0:g}{extra}", Severity.ERROR,
                       ecc_uncorrectable_volatile=f.ecc_unc_volatile, ecc_uncorrectable_aggregate=f.ecc_unc_aggregate,
                       sram_sources=sources)
+    elif sources:  # the per-unit lifetime counts can be set while the totals read 0 or N/A
+        yield notable(f"uncorrectable SRAM errors recorded by unit{extra}", Severity.ERROR, sram_sources=sources)
     if f.recovery_action and f.recovery_action.strip().lower() not in ("none", "n/a", ""):
         yield notable(f"GPU Recovery Action: {f.recovery_action}", Severity.ERROR, recovery_action=f.recovery_action)
+    if f.reset_required:
+        yield notable("Reset Required: Yes (the driver says the GPU needs a reset)", Severity.ERROR,
+                      reset_required=True)
+    if f.drain_reset_recommended:
+        yield notable("Drain and Reset Recommended: Yes (the driver asks to drain the GPU's work and reset it)",
+                      Severity.ERROR, drain_and_reset_recommended=True)
     if f.link_width is not None and f.link_width_max is not None and f.link_width < f.link_width_max:
         yield smi_event(ctx, f.origin, "pcie-link",
                         f"GPU {f.gpu}: PCIe link width x{f.link_width:g} below its maximum x{f.link_width_max:g}",

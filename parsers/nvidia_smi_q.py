@@ -2,8 +2,8 @@
 (``GPU 00000000:10:1C.0``), maybe repeated with ``-l``.
 
 Each GPU block becomes :class:`GpuFacts` → a ``gpu-info`` event, events for notable states
-(row remap pending, uncorrectable ECC, link below max, HW slowdown, recovery action) and a
-MetricSample when the block has readings.
+(row remap pending, uncorrectable ECC or SRAM-unit counts, link below max, HW slowdown, recovery
+action, Reset Required / Drain and Reset Recommended) and a MetricSample when the block has readings.
 """
 
 from __future__ import annotations
@@ -73,6 +73,10 @@ def facts_from_leaves(f: GpuFacts, leaves: Leaves) -> GpuFacts:
                 f.remap_unc_rows = n
         elif key == "gpu recovery action":
             f.recovery_action = value.strip()
+        elif key == "reset required":  # GPU Reset Status (XML <gpu_reset_status><reset_required>)
+            f.reset_required = _yes(value)
+        elif key == "drain and reset recommended":
+            f.drain_reset_recommended = _yes(value)
         elif "pcie generation" in sect and n is not None:
             if key in ("current", "device current"):
                 f.link_gen = n if f.link_gen is None or key == "current" else f.link_gen

@@ -205,6 +205,140 @@ GPU 00000000:01:00.0
     assert [dict(m.values) for m in q_metrics] == [dict(m.values) for m in x_metrics]
 
 
+# `nvidia-smi -q` GPU Reset Status and SRAM sources. The reset-status lines are verbatim from a public
+# RoboTwin2 server note (RTX 3090 GPU 2 at 00000000:39:00.0, driver 535.247.01); the SRAM source lines
+# are the field names of a real H100 `nvidia-smi -q` (driver 550), with a PCIE count set.
+RESET_Q = """==============NVSMI LOG==============
+
+Timestamp                                 : Sat Jul 25 16:59:02 2026
+Driver Version                            : 535.247.01
+CUDA Version                              : 12.2
+
+Attached GPUs                             : 8
+GPU 00000000:39:00.0
+    Product Name                          : NVIDIA GeForce RTX 3090
+    GPU Reset Status
+        Reset Required                    : {reset}
+        Drain and Reset Recommended       : {drain}
+    ECC Errors
+        Volatile
+            SRAM Correctable              : 0
+            SRAM Uncorrectable Parity     : 0
+            SRAM Uncorrectable SEC-DED    : 0
+            DRAM Correctable              : 0
+            DRAM Uncorrectable            : 0
+        Aggregate
+            SRAM Correctable              : 0
+            SRAM Uncorrectable Parity     : 0
+            SRAM Uncorrectable SEC-DED    : 0
+            DRAM Correctable              : 0
+            DRAM Uncorrectable            : 0
+            SRAM Threshold Exceeded       : No
+        Aggregate Uncorrectable SRAM Sources
+            SRAM L2                       : 0
+            SRAM SM                       : 0
+            SRAM Microcontroller          : 0
+            SRAM PCIE                     : {pcie}
+            SRAM Other                    : 0
+"""
+# The same facts as `nvidia-smi -q -x` prints them (tag names as in real 555/575-driver XML dumps).
+RESET_XML = """<?xml version="1.0" ?>
+<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">
+<nvidia_smi_log>
+\t<timestamp>Sat Jul 25 16:59:02 2026</timestamp>
+\t<driver_version>535.247.01</driver_version>
+\t<attached_gpus>8</attached_gpus>
+\t<gpu id="00000000:39:00.0">
+\t\t<product_name>NVIDIA GeForce RTX 3090</product_name>
+\t\t<gpu_reset_status>
+\t\t\t<reset_required>{reset}</reset_required>
+\t\t\t<drain_and_reset_recommended>{drain}</drain_and_reset_recommended>
+\t\t</gpu_reset_status>
+\t\t<ecc_errors>
+\t\t\t<volatile>
+\t\t\t\t<sram_correctable>0</sram_correctable>
+\t\t\t\t<sram_uncorrectable_parity>0</sram_uncorrectable_parity>
+\t\t\t\t<sram_uncorrectable_secded>0</sram_uncorrectable_secded>
+\t\t\t\t<dram_correctable>0</dram_correctable>
+\t\t\t\t<dram_uncorrectable>0</dram_uncorrectable>
+\t\t\t</volatile>
+\t\t\t<aggregate>
+\t\t\t\t<sram_correctable>0</sram_correctable>
+\t\t\t\t<sram_uncorrectable_parity>0</sram_uncorrectable_parity>
+\t\t\t\t<sram_uncorrectable_secded>0</sram_uncorrectable_secded>
+\t\t\t\t<dram_correctable>0</dram_correctable>
+\t\t\t\t<dram_uncorrectable>0</dram_uncorrectable>
+\t\t\t\t<sram_threshold_exceeded>No</sram_threshold_exceeded>
+\t\t\t</aggregate>
+\t\t\t<aggregate_uncorrectable_sram_sources>
+\t\t\t\t<sram_l2>0</sram_l2>
+\t\t\t\t<sram_sm>0</sram_sm>
+\t\t\t\t<sram_microcontroller>0</sram_microcontroller>
+\t\t\t\t<sram_pcie>{pcie}</sram_pcie>
+\t\t\t\t<sram_other>0</sram_other>
+\t\t\t</aggregate_uncorrectable_sram_sources>
+\t\t</ecc_errors>
+\t</gpu>
+</nvidia_smi_log>
+"""
+
+
+def _notable(events: list[Event]) -> list[Event]:
+    return [e for e in events if e.message.startswith("GPU 0000:39:00.0:")]
+
+
+@pytest.mark.parametrize("template", [RESET_Q, RESET_XML], ids=["q", "xml"])
+def test_reset_required_and_drain_and_reset_become_error_events(template: str) -> None:
+    kind, events, _, warnings = _text(template.format(reset="Yes", drain="Yes", pcie=0))
+    assert kind in ("nvidia-smi-q", "nvidia-smi-xml") and not warnings
+    notable = _notable(events)
+    reset = next(e for e in notable if e.attrs.get("reset_required") is True)
+    drain = next(e for e in notable if e.attrs.get("drain_and_reset_recommended") is True)
+    assert reset.severity is Severity.ERROR and "Reset Required: Yes" in reset.message
+    assert drain.severity is Severity.ERROR and "Drain and Reset Recommended: Yes" in drain.message
+    assert reset.gpu == drain.gpu == "0000:39:00.0"
+    info = next(e for e in events if e.kind == "gpu-info" and "reset_required" in e.attrs and e not in notable)
+    assert info.attrs["reset_required"] is True and info.attrs["drain_and_reset_recommended"] is True
+
+
+@pytest.mark.parametrize("template", [RESET_Q, RESET_XML], ids=["q", "xml"])
+@pytest.mark.parametrize("value", ["No", "N/A", "Requested functionality has been deprecated"])
+def test_a_healthy_or_deprecated_reset_status_says_nothing(template: str, value: str) -> None:
+    _, events, _, _ = _text(template.format(reset=value, drain=value, pcie=0))
+    assert _notable(events) == []
+
+
+@pytest.mark.parametrize("template", [RESET_Q, RESET_XML], ids=["q", "xml"])
+def test_sram_source_counts_are_reported_while_the_totals_read_zero(template: str) -> None:
+    _, events, _, _ = _text(template.format(reset="No", drain="No", pcie=3))
+    (sram,) = _notable(events)
+    assert sram.severity is Severity.ERROR and sram.attrs["sram_sources"] == {"pcie": 3}
+    assert "SRAM sources: pcie=3" in sram.message and "ecc_uncorrectable_aggregate" not in sram.attrs
+
+
+def test_reset_status_reads_the_same_from_text_and_xml() -> None:
+    def shape(events: list[Event]) -> list[tuple[str, str | None, Severity]]:
+        return [(e.message, e.gpu, e.severity) for e in _notable(events)]
+
+    q = _text(RESET_Q.format(reset="Yes", drain="No", pcie=2))[1]
+    x = _text(RESET_XML.format(reset="Yes", drain="No", pcie=2))[1]
+    assert shape(q) == shape(x) and len(shape(q)) == 2
+
+
+def test_signatures_anchor_on_the_reset_state_and_the_pcie_sram_count() -> None:
+    from forensics.match import load_signatures
+    from forensics.match.examples import analyze_text
+
+    signatures = load_signatures(())
+    fired = {f.signature for f in analyze_text(RESET_Q.format(reset="Yes", drain="No", pcie=0), signatures)}
+    assert "driver-hang" in fired
+    fired = {f.signature for f in analyze_text(RESET_XML.format(reset="No", drain="Yes", pcie=0), signatures)}
+    assert "driver-hang" in fired
+    fired = {f.signature for f in analyze_text(RESET_Q.format(reset="No", drain="No", pcie=1), signatures)}
+    assert fired == {"p2p-sram-error"}
+    assert not analyze_text(RESET_Q.format(reset="No", drain="No", pcie=0), signatures)
+
+
 def test_query_gpu_csv_maps_columns_and_local_times() -> None:
     kind, events, metrics, warnings = _text(_sample("nvidia-smi-csv"))
     assert kind == "nvidia-smi-csv" and not warnings
