@@ -95,6 +95,8 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
     """Detect one file's format and parse it. Never raises on bad content."""
     from forensics.bundle import receipt_lookup
     from forensics.parsers import ParseContext, detect
+    from forensics.parsers.flight_recorder import pickle_to_json
+    from forensics.parsers.safe_pickle import is_pickle
 
     warnings = list(item.warnings)
     if not item.raw:
@@ -102,11 +104,17 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
             warnings.append(f"{item.display}: empty file")
         return SourceReport(item.display, "unreadable" if item.warnings else "empty", item.host, 0,
                             warnings=warnings), [], []
-    if b"\x00" in item.raw[:4096] and not item.raw.startswith((b"\xff\xfe", b"\xfe\xff")) \
-            and item.raw[1:4096:2].count(0) < 1000:
+    raw = item.raw
+    if is_pickle(raw):  # a flight-recorder dump: its plain data as JSON text, never unpickled
+        raw, notes = pickle_to_json(raw)
+        if not raw:
+            warnings += [f"{item.display}: {n}" for n in notes]
+            return SourceReport(item.display, "pickle", item.host, 0, warnings=warnings), [], []
+    if b"\x00" in raw[:4096] and not raw.startswith((b"\xff\xfe", b"\xfe\xff")) \
+            and raw[1:4096:2].count(0) < 1000:
         warnings.append(f"{item.display}: binary file, not a log; skipped")
         return SourceReport(item.display, "binary", item.host, 0, warnings=warnings), [], []
-    doc = TextDocument.from_bytes(item.raw, item.display)
+    doc = TextDocument.from_bytes(raw, item.display)
     parser, confidence = detect(doc.head())
     ctx = ParseContext(
         path=item.display,

@@ -56,7 +56,6 @@ _SOURCES = {
 #: files that are indexes or recorder state, not evidence to parse
 _SKIP_SUFFIXES = (".idx", ".tmp")
 _SKIP_NAMES = frozenset({"heartbeat"})
-_FLIGHT_RECORDER_PREFIX = "flight-recorder-rank-"  # torch pickles, kept for torchfrtrace
 
 
 def pack_receipt(end_offset: int, utc_ns: int) -> bytes:
@@ -106,7 +105,7 @@ def source_of(rel: str) -> str | None:
     if name in _SKIP_NAMES or name.endswith(_SKIP_SUFFIXES):
         return None
     if rel.startswith("torch/"):
-        return None if name.startswith(_FLIGHT_RECORDER_PREFIX) else "torch"
+        return "torch"  # flight-recorder pickles too: read as plain data, never unpickled
     if rel.startswith("host/"):
         # The recorder's own JSON facts (command, environment, versions, NVML inventory) and
         # pip freeze are for people and the TUI; fed to the catch-all text parser they would

@@ -12,8 +12,12 @@ Shape (``torch/csrc/distributed/c10d/FlightRecorder*``; field names as read by
                   "time_created_ns": 1724779239936775119, "input_sizes": [[3, 4]],
                   "output_sizes": [[3, 4]], "state": "completed", "timeout_ms": 600000, ...}]}
 
-Only JSON is read: the default on-timeout dumps are pickles, and unpickling untrusted
-data runs code, so those stay unread (a pickle is a binary file and is skipped).
+The default on-timeout dumps are pickles (protocol 2, the same dict). Unpickling
+untrusted data runs code, so they are never unpickled: :func:`pickle_to_json` reads
+their plain data with :mod:`forensics.parsers.safe_pickle` (refusing any pickle that
+names objects) and writes it as JSON text, one entry per line, which this parser then
+reads like a JSON dump (``forensics.analysis.parse_input`` calls it for pickles, as
+``forensics.sources`` does for ``.evtx``); origins point at lines of that text.
 
 Events (kind ``c10d``, attrs ``flight_recorder = True``): one per process group with
 the rank's ``last_enqueued``/``last_started``/``last_completed`` collective, and one
@@ -33,9 +37,10 @@ from typing import Any
 
 from forensics.events import Event, Origin, Severity, TsSource
 from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.safe_pickle import PickleError, load_plain, plain_nodes
 from forensics.textdoc import TextDocument
 
-__all__ = ["PARSER"]
+__all__ = ["PARSER", "pickle_to_json"]
 
 MAX_PENDING_PER_PG = 20
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:\.json)?$")
@@ -181,6 +186,55 @@ def _world_sizes(config: Any) -> dict[str, int]:
         elif isinstance(ranks, list):
             out[str(pg)] = len(ranks)
     return out
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    raise TypeError(f"{type(value).__name__} is not plain data")
+
+
+def _json_keys(value: Any) -> Any:
+    """JSON object keys are strings: a tuple or bytes key becomes its text."""
+    if isinstance(value, dict):
+        return {(k if isinstance(k, str | int | float | bool) or k is None else
+                 k.decode("utf-8", "replace") if isinstance(k, bytes) else str(k)): _json_keys(v)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_keys(v) for v in value]
+    return value
+
+
+def _entry_line(entry: Any) -> str:
+    """One entry on one line, its Python stack last (the fields people read come first)."""
+    if isinstance(entry, dict) and "frames" in entry:
+        entry = {**{k: v for k, v in entry.items() if k != "frames"}, "frames": entry["frames"]}
+    return json.dumps(_json_keys(entry), default=_json_default, ensure_ascii=False)
+
+
+def pickle_to_json(raw: bytes) -> tuple[bytes, list[str]]:
+    """A pickled flight-recorder dump as JSON text (top-level fields first, then one entry
+    per line), read without unpickling; ``b""`` and the reason when it is not one."""
+    try:
+        data = load_plain(raw)
+        plain_nodes(data)
+    except PickleError as exc:
+        return b"", [f"pickle not read: {exc}"]
+    if not isinstance(data, dict) or not ({"pg_config", "entries"} & set(data)):
+        return b"", ["a pickle, but not a flight-recorder dump (no pg_config or entries); skipped"]
+    try:
+        head = [f"{json.dumps(str(k))}: {json.dumps(_json_keys(v), default=_json_default, ensure_ascii=False)}"
+                for k, v in data.items() if k != "entries"]
+        entries = data.get("entries")
+        lines = ["{", *(h + "," for h in head)]
+        if isinstance(entries, list | tuple):
+            body = [_entry_line(e) for e in entries]
+            lines += ['"entries": [', *(b + "," for b in body[:-1]), *body[-1:], "]}"]
+        else:
+            lines += [f'"entries": {json.dumps(_json_keys(entries), default=_json_default)}', "}"]
+    except (TypeError, ValueError, RecursionError) as exc:
+        return b"", [f"pickle not read: {exc}"]
+    return ("\n".join(lines) + "\n").encode(), []
 
 
 PARSER = FlightRecorderParser()

@@ -8,6 +8,9 @@ Each sample directory holds ``bundle/`` (what ``forensics record`` wrote on a re
     contributing = ["memory-margin"]     # optional: ids that must be reported as contributing
     findings = ["..."]                   # optional: ids that must appear among the findings at all
     evidence_kinds = ["xid", "traceback"]  # optional: event kinds the timeline must hold
+    root_ranks = [1]                     # optional: the root finding's ranks, exactly
+    summary_contains = ["SeqNum 11"]     # optional: texts the verdict summary must hold
+    source_kinds = ["flight-recorder"]   # optional: parser kinds some input must be read as
 """
 
 from __future__ import annotations
@@ -46,3 +49,11 @@ def test_recorded_sample_verdict(case: Path) -> None:
     kinds = {e.kind for e in analysis.timeline.events}
     for kind in expected.get("evidence_kinds", []):
         assert kind in kinds, f"no {kind} event in the timeline ({sorted(kinds)})"
+    if "root_ranks" in expected:
+        assert analysis.verdict.root_cause is not None
+        assert analysis.verdict.root_cause.ranks == expected["root_ranks"], analysis.verdict.summary
+    for text in expected.get("summary_contains", []):
+        assert text in analysis.verdict.summary, analysis.verdict.summary
+    source_kinds = {s.kind for s in analysis.sources}
+    for kind in expected.get("source_kinds", []):
+        assert kind in source_kinds, f"no input read as {kind} ({sorted(source_kinds)})"

@@ -176,6 +176,19 @@ def _driver_verdict(nodes: Sequence[_Node]) -> str | None:
     return found[1] if found else None
 
 
+#: Detectors whose sentence says which rank stopped or what the ranks disagreed about.
+_CROSS_RANK = ("rank-behind", "nccl-desync")
+
+
+def _cross_rank_sentence(f: Finding) -> str:
+    """The cross-rank comparison behind a finding, as a sentence ("Rank 1 fell behind: …")."""
+    for e in f.evidence:
+        if e.kind == "derived" and e.attrs.get("detector") in _CROSS_RANK:
+            sentence = e.message.split("] ", 1)[-1].rstrip(".")
+            return sentence[:1].upper() + sentence[1:]
+    return ""
+
+
 def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequence[Event]) -> str:
     from forensics.report import when as human_time
 
@@ -184,6 +197,9 @@ def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequen
                 default=None)
     when = f" at {human_time(first)}" if first is not None else ""
     text = f"{f.title}{_where(f)}{when}."
+    ranks = _cross_rank_sentence(f)
+    if ranks:
+        text += f" {ranks}."
     if consequences:
         text += " Then: " + " → ".join(n.sig_id for n in consequences) + "."
     action = _driver_verdict([root, *consequences])
