@@ -91,10 +91,13 @@ PARSERS: tuple[Parser, ...] = (
 )
 
 
-def detect(head: list[str]) -> tuple[Parser, float]:
-    """The parser that claims ``head`` most confidently (ties go to the earlier entry)."""
+def detect(head: list[str], exclude: tuple[str, ...] = ()) -> tuple[Parser, float]:
+    """The parser that claims ``head`` most confidently (ties go to the earlier entry), leaving out
+    the parsers named in ``exclude`` (a container format asking about its own sections)."""
     best, best_score = PARSERS[-1], -1.0
     for parser in PARSERS:
+        if parser.name in exclude:
+            continue
         try:
             score = parser.detect(head)
         except Exception:  # a detector bug must not stop the analysis

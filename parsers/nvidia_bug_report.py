@@ -13,29 +13,13 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from forensics.events import Origin
-from forensics.parsers.base import ParseContext, Parser, Record
+from forensics.parsers.base import ParseContext, Record
 from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER", "parse_embedded"]
 
 _RULER = re.compile(r"^_{20,}\s*$")
 _YEAR = re.compile(r"^Date:.*\b((?:19|20)\d\d)\s*$")
-
-
-def _best_parser(head: list[str], exclude: tuple[str, ...]) -> tuple[Parser, float]:
-    from forensics.parsers import PARSERS
-
-    best, best_score = PARSERS[-1], -1.0
-    for parser in PARSERS:
-        if parser.name in exclude:
-            continue
-        try:
-            score = parser.detect(head)
-        except Exception:  # a detector bug must not stop the analysis
-            score = 0.0
-        if score > best_score:
-            best, best_score = parser, score
-    return best, best_score
 
 
 def parse_embedded(
@@ -54,7 +38,9 @@ def parse_embedded(
     head = sub.head()
     if not head:
         return
-    parser, score = _best_parser(head, exclude)
+    from forensics.parsers import detect  # the registry imports this module
+
+    parser, score = detect(head, exclude)
     if score < min_score:
         return
     base_receipt = ctx.receipt_ts
