@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from forensics.record.bounded import run_bounded
 from forensics.record.writer import AppendFile
 
 __all__ = ["KMSG_ENV", "SOURCES_ENV", "KernelLogFollower"]
@@ -123,12 +124,10 @@ class KernelLogFollower(threading.Thread):
         exe = shutil.which("journalctl")
         if exe is None:
             return "journalctl: not installed"
-        try:
-            probe = subprocess.run([exe, "-k", "-n", "1", "-q", "--no-pager", "-o", "json"], capture_output=True,
-                                   timeout=5, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"journalctl: {exc}"
-        if probe.returncode != 0 or not probe.stdout.strip():
+        probe = run_bounded([exe, "-k", "-n", "1", "-q", "--no-pager", "-o", "json"], timeout=5)
+        if probe.problem:
+            return f"journalctl: {probe.problem}"
+        if probe.rc != 0 or not probe.stdout.strip():
             lines = probe.stderr.decode(errors="replace").strip().splitlines() or ["no kernel entries"]
             return "journalctl: " + lines[0]
         since = datetime.fromtimestamp(time.time() - BEFORE_S, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -200,10 +199,9 @@ def _dmesg_usec(line: bytes) -> int:
 
 
 def _run_dmesg(exe: str) -> list[bytes] | str:
-    try:
-        res = subprocess.run([exe], capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"dmesg: {exc}"
-    if res.returncode != 0:
+    res = run_bounded([exe], timeout=10)
+    if res.problem:
+        return f"dmesg: {res.problem}"
+    if res.rc != 0:
         return "dmesg: " + (res.stderr.decode(errors="replace").strip().splitlines() or ["failed"])[0]
     return res.stdout.splitlines(keepends=True)

@@ -226,7 +226,13 @@ class Recording:
         assert self.child.proc is not None
         self.manifest.update(child_pid=self.child.proc.pid)
         self._start_helpers()
-        status = self.child.wait()
+        try:
+            status = self.child.wait()
+        except BaseException as exc:  # the recorder could not see the child to its end: say so, close up
+            self.manifest.update(status="interrupted", error=f"{type(exc).__name__}: {exc}",
+                                 end=iso_utc(now_ns()), end_ns=now_ns())
+            self._guard("closing", self._close_files)
+            raise
         end = now_ns()
         self.child.take_back_terminal()
         self.manifest.update(end=iso_utc(end), end_ns=end, exit_code=status.code, signal=status.signal,
@@ -312,6 +318,9 @@ class Recording:
                 self.manifest.source(name, {"status": "not-ready", "reason": "the run ended before it reported"})
         self.manifest.update(status="finished", forwarded_signals=[signal.Signals(s).name
                                                                    for s in self.child.forwarded])
+        self._close_files()
+
+    def _close_files(self) -> None:
         self.flusher.stop()
         for f in self.flusher.files:
             f.close()
