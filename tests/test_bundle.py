@@ -6,6 +6,9 @@ import gzip
 import json
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from forensics.analysis import analyze
 from forensics.bundle import IDX_MAGIC, pack_receipt, read_bundle_files, receipt_lookup, source_of
 from forensics.events import TsSource
@@ -192,3 +195,21 @@ def test_recorded_device_assert_holds_every_source_of_evidence() -> None:
     assert len({m.gpu for m in analysis.timeline.metrics if m.source == "nvml"}) == 2
     [rec] = analysis.recordings
     assert rec["status"] == "finished" and rec["exit_code"] == 1
+
+
+_LINES = st.lists(st.one_of(
+    st.text(max_size=60),
+    st.sampled_from(['{"format":"gpu-forensics-nvml","columns":{"mu":"mem_used_mib"},"gpus":[{"i":0}]}',
+                     '{"format": "gpu-forensics-nvml-events"}', '{"t":1,"g":{"0":{"mu":"x"}}}',
+                     '{"t":2,"g":{"0":{"mu":null,"zz":1}},"k":1}', '{"type":"xid","xid":"?","gpu":"a"}',
+                     '{"type":"unresponsive","since":"x"}', '[1,2]', '{"t":null}', '{"g":[]}']),
+), max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_LINES)
+def test_bundle_parsers_never_raise(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    for parser in (SAMPLES, EVENTS, MANIFEST):
+        _parse(parser, text)
+    _parse(MANIFEST, '{"format": "gpu-forensics-bundle", ' + text.replace('"', "'")[:200] + "}")
