@@ -66,7 +66,8 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def _record(log: list[dict[str, Any]], name: str, res: Result) -> None:
-    entry: dict[str, Any] = {"name": name, "argv": res.argv, "rc": res.rc, "seconds": round(res.seconds, 3)}
+    argv = [a if len(a) < 200 else "<script>" for a in res.argv]
+    entry: dict[str, Any] = {"name": name, "argv": argv, "rc": res.rc, "seconds": round(res.seconds, 3)}
     if res.problem:
         entry["problem"] = res.problem
     elif res.rc:
