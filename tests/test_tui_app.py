@@ -123,8 +123,7 @@ async def test_opening_a_real_case_shows_what_analyze_concludes(case: str) -> No
         else:
             assert "ROOT CAUSE" in text and root.title[:40] in text
         assert f"{len(expected.sources)} file(s)" in text
-        assert [f.signature for f in app.model.findings] == sorted(
-            (f.signature for f in expected.findings), key=[f.signature for f in app.model.findings].index)
+        assert sorted(f.signature for f in app.model.findings) == sorted(f.signature for f in expected.findings)
         pane = app.query_one(TimelinePane)
         assert pane.view.row_count == len(expected.timeline.events)
 

@@ -18,6 +18,8 @@ from forensics.tui.model import (
     derived_spans,
     fmt_delta,
     fmt_duration,
+    fmt_when,
+    gap_ns,
     gpu_alias,
     names_gpu,
     ordered_findings,
@@ -104,7 +106,17 @@ def test_durations_read_at_a_glance() -> None:
     assert fmt_duration(12.5 * S) == "12 s" or fmt_duration(12.5 * S) == "12.5 s"
     assert fmt_duration(600 * S) == "10 min 0 s"
     assert fmt_duration(3 * 3600 * S + 5 * 60 * S) == "3 h 05 min"
-    assert fmt_delta(-2 * S) == "-2.0 s" and fmt_delta(None) == ""
+    assert fmt_delta(-2 * S) == "-2.0 s" and fmt_delta(None) == "" and fmt_delta(0) == "same time"
+
+
+def test_events_without_a_wall_time_show_their_uptime() -> None:
+    placed = _ev(1_700_000_000 * S + 250 * 10**6, "a")
+    a = Event(None, TsSource.NONE, "kmsg", "xid", "a", Origin("dmesg", 1), uptime_ns=1000_784_048_000)
+    b = Event(None, TsSource.NONE, "kmsg", "xid", "b", Origin("dmesg", 9), uptime_ns=1001_607_145_000)
+    assert fmt_when(placed) == "22:13:20.250"
+    assert fmt_when(a) == "up 1000.784 " and len(fmt_when(a)) == 12
+    assert gap_ns(a, b) == 823_097_000
+    assert gap_ns(placed, a) is None and gap_ns(placed, placed) == 0
 
 
 def test_model_of_an_empty_analysis_is_empty_not_an_error() -> None:
@@ -202,6 +214,10 @@ def test_parse_time_forms() -> None:
     assert parse_time("00:10:00.5", span) == start + 1200 * S + S // 2  # the run crossed midnight
     assert parse_time("2024-05-14T23:52:00Z", span) == start + 120 * S
     assert parse_time("2024-05-15T01:52:00+02:00", span) == start + 120 * S
+    long_span = (start, start + 5 * 86400 * S)  # a clock time means on the day of the event being looked at
+    looking_at = start + 3 * 86400 * S
+    assert parse_time("23:55", long_span, day_of=looking_at) == start + 3 * 86400 * S + 300 * S
+    assert parse_time("00:10", long_span, day_of=looking_at) == start + 2 * 86400 * S + 1200 * S
     for bad in ("", "soon", "25:00", "+x"):
         with pytest.raises(QueryError):
             parse_time(bad, span)

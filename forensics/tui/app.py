@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -52,7 +55,7 @@ class Loaded(Message):
 class ForensicsApp(App[int]):
     """Post-mortem of a GPU training run: verdict, evidence, timeline, metrics."""
 
-    CSS_PATH = "forensics.tcss"
+    CSS_PATH = str(Path(__file__).with_name("forensics.tcss"))  # absolute: subclasses elsewhere find it too
     TITLE = "gpu-forensics"
     BINDINGS = [
         Binding("q", "quit", "quit"),
@@ -93,7 +96,10 @@ class ForensicsApp(App[int]):
     def on_mount(self) -> None:
         self.query_one("#tabs").display = False
         self.set_class(self.size.width >= WIDE, "wide")
-        self._load()
+        self._started = time.monotonic()
+        self._loading_text = "reading the inputs…"
+        self._ticker = self.set_interval(1.0, self._tick)
+        self.call_after_refresh(self._load)  # paint the loading screen before the work takes the CPU
 
     def on_resize(self, event: events.Resize) -> None:
         self.set_class(event.size.width >= WIDE, "wide")  # the stylesheet's two-column layouts
@@ -130,11 +136,18 @@ class ForensicsApp(App[int]):
 
     @on(Progressed)
     def _progressed(self, message: Progressed) -> None:
+        self._loading_text = message.text
+        self._tick()
+
+    def _tick(self) -> None:
+        """Show what the loader does and for how long, so a slow input never looks like a hang."""
         if self.model is None and not self.load_error:
-            self.query_one("#loading-text", Static).update(message.text)
+            elapsed = time.monotonic() - self._started
+            self.query_one("#loading-text", Static).update(f"{self._loading_text}  ({elapsed:.0f} s)")
 
     def _failed(self, reason: str) -> None:
         self.load_error = reason
+        self._ticker.stop()
         self.query_one(LoadingIndicator).remove()
         self.query_one("#loading-text", Static).update(
             Text(f"Could not analyze the inputs: {reason}\n\nq quits.", style="#ff5370"))
@@ -142,6 +155,10 @@ class ForensicsApp(App[int]):
     @on(Loaded)
     async def _loaded(self, message: Loaded) -> None:
         model = self.model = message.model
+        self._ticker.stop()
+        # A million events are a million long-lived objects: move them out of the cyclic GC's
+        # reach, or every full collection would freeze the screen for half a second.
+        gc.freeze()
         await self.query_one("#overview", TabPane).mount(OverviewView(model))
         await self.query_one("#evidence", TabPane).mount(EvidenceView(model))
         await self.query_one("#timeline", TabPane).mount(TimelinePane(model, self.event_index))

@@ -9,7 +9,8 @@ report); every event points at a line of an in-memory document, so raw context w
 :func:`synthetic` builds a large timeline (a million events) over several hosts for
 the benchmark and for trying the UI at scale.
 
-``python -m forensics.tui.demo [--events N]`` opens the app on one of them.
+``python -m forensics.tui.demo [--events N]`` opens the app on one of them;
+``--screenshot docs/tui-overview.svg`` saves the overview instead (the README's picture).
 """
 
 from __future__ import annotations
@@ -19,13 +20,17 @@ import random
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from forensics.analysis import Analysis, SourceReport
 from forensics.events import Event, MetricSample, Origin, Severity, TsSource
 from forensics.findings import Confidence, Finding, Role, Verdict
 from forensics.textdoc import TextDocument
 from forensics.timeline import Timeline, build_timeline
+
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
 
 __all__ = ["T0", "empty_analysis", "main", "synthetic", "xid79_incident"]
 
@@ -318,11 +323,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description="Open the TUI on made-up data (no logs needed).")
     parser.add_argument("--events", type=int, default=0,
                         help="a synthetic timeline of this many events instead of the Xid 79 incident")
+    parser.add_argument("--screenshot", metavar="SVG", help="save the overview as an SVG (headless, 120x40) and exit")
     args = parser.parse_args(argv)
     from forensics.tui.app import ForensicsApp
 
     make = (lambda: synthetic(args.events)) if args.events else xid79_incident
-    app = ForensicsApp(loader=make, title="demo")
+    app = ForensicsApp(loader=make, title="demo: an 8-GPU run where GPU 6 falls off the bus")
+    if args.screenshot:
+        target = Path(args.screenshot)
+
+        async def shoot(pilot: Pilot[object]) -> None:
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+            pilot.app.save_screenshot(target.name, str(target.parent))
+            pilot.app.exit(0)
+
+        app.animation_level = "none"
+        app.run(headless=True, size=(120, 40), auto_pilot=shoot)
+        return 0
     app.run()
     return app.return_code or 0
 

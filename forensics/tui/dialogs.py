@@ -13,7 +13,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from forensics.events import Event
+from forensics.events import Event, TsSource
 from forensics.textdoc import Line, TextDocument
 from forensics.tui.index import QueryError
 from forensics.tui.model import fmt_stamp
@@ -109,7 +109,7 @@ class RawContextScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         e = self.event
         facts = Text()
-        facts.append(f"{fmt_stamp(e.ts)}", Style(bold=True))
+        facts.append(f"{fmt_stamp(e.ts, e.ts_source == TsSource.LOCAL)}", Style(bold=True))
         facts.append(f"  (time: {e.ts_source})\n", Style(color="#8a8fa8"))
         parts = [f"source {e.source}", f"kind {e.kind}", f"severity {e.severity.name.lower()}"]
         parts += [f"{name} {value}" for name, value in
@@ -137,9 +137,10 @@ class JumpScreen(ModalScreen[int | None]):
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, parse: Callable[[str], int]) -> None:
+    def __init__(self, parse: Callable[[str], int], day: str = "") -> None:
         super().__init__()
         self.parse = parse
+        self.day = day
 
     def compose(self) -> ComposeResult:
         with Vertical(id="jump-box", classes="dialog"):
@@ -147,7 +148,10 @@ class JumpScreen(ModalScreen[int | None]):
             yield Static("", id="jump-error")
 
     def on_mount(self) -> None:
-        self.query_one("#jump-box").border_title = "jump to time (UTC)"
+        box = self.query_one("#jump-box")
+        box.border_title = "jump to time (UTC)"
+        if self.day:
+            box.border_subtitle = f"a clock time means on {self.day}"
 
     @on(Input.Submitted, "#jump-input")
     def _submitted(self, message: Input.Submitted) -> None:

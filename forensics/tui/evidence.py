@@ -20,7 +20,17 @@ from forensics.events import Event, Severity
 from forensics.findings import Finding
 from forensics.textdoc import TextDocument
 from forensics.tui.dialogs import context_lines, render_context
-from forensics.tui.model import Model, finding_mark, fmt_clock, fmt_delta, fmt_stamp, is_local, reflow
+from forensics.tui.model import (
+    Model,
+    finding_mark,
+    fmt_clock,
+    fmt_delta,
+    fmt_stamp,
+    fmt_when,
+    gap_ns,
+    is_local,
+    reflow,
+)
 from forensics.tui.overview import MUTED, ranges_text, role_badge
 from forensics.tui.timeline_view import SEVERITY_TAGS, severity_style, source_style
 
@@ -41,14 +51,15 @@ class ShowInTimeline(Message):
 
 
 def _time_order(events: list[Event]) -> list[Event]:
-    return sorted(events, key=lambda e: (e.ts is None, e.ts or 0))
+    """By time; unplaced events by uptime, then by file position."""
+    return sorted(events, key=lambda e: (e.ts is None, e.ts or 0, e.uptime_ns or 0, e.origin.path, e.origin.line))
 
 
 def _event_head(model: Model, e: Event, previous: Event | None) -> Text:
     head = Text(no_wrap=True, overflow="ellipsis")
-    delta = e.ts - previous.ts if previous and e.ts is not None and previous.ts is not None else None
-    head.append(f"{fmt_delta(delta) if previous else 'first':>10}  ", Style(color="#c3e88d"))
-    head.append(f"{fmt_clock(e.ts)}  ", MUTED)
+    delta = gap_ns(previous, e) if previous else None
+    head.append(f"{fmt_delta(delta) if previous else 'first':>11}  ", Style(color="#c3e88d"))
+    head.append(f"{fmt_when(e)}  ", MUTED)
     sev = Severity(e.severity) if e.severity in Severity._value2member_map_ else Severity.INFO
     tag = SEVERITY_TAGS.get(sev, "").strip()
     if tag:

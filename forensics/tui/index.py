@@ -273,12 +273,13 @@ _REL = re.compile(r"^\+?\s*(?:(\d+(?:\.\d+)?)\s*h)?\s*(?:(\d+(?:\.\d+)?)\s*m(?:i
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?$")
 
 
-def parse_time(text: str, span: tuple[int, int] | None) -> int:
+def parse_time(text: str, span: tuple[int, int] | None, day_of: int | None = None) -> int:
     """A time the user typed, as UTC ns.
 
-    ``12:05`` / ``12:05:30.250`` (UTC, on the run's first day, or the next when the run
-    crosses midnight), ``2024-05-01T12:05:00`` (UTC unless it carries an offset),
-    ``+90s`` / ``+5m`` / ``+1h30m`` from the start of the run.
+    ``12:05`` / ``12:05:30.250``: a clock time (UTC) on the day of ``day_of`` (the event the
+    user is looking at) or else the run's first day, or the next day when the run crosses
+    midnight; ``2024-05-01T12:05:00`` (UTC unless it carries an offset); ``+90s`` / ``+5m`` /
+    ``+1h30m`` from the start of the run.
     """
     text = text.strip()
     if not text:
@@ -298,10 +299,11 @@ def parse_time(text: str, span: tuple[int, int] | None) -> int:
         hh, mm, ss, frac = m.groups()
         if int(hh) > 23 or int(mm) > 59 or int(ss or 0) > 59:
             raise QueryError(f"{text!r} is not a time of day")
-        day = datetime.fromtimestamp(span[0] / 1e9, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        base = day_of if day_of is not None else span[0]
+        day = datetime.fromtimestamp(base / 1e9, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         at = day + timedelta(hours=int(hh), minutes=int(mm), seconds=int(ss or 0))
         ns = int(at.timestamp()) * 10**9 + (int((frac or "0").ljust(9, "0")[:9]))
-        if ns < span[0] and ns + 86400 * 10**9 <= span[1]:
+        if day_of is None and ns < span[0] and ns + 86400 * 10**9 <= span[1]:
             ns += 86400 * 10**9
         return ns
     try:

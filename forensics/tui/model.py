@@ -35,6 +35,8 @@ __all__ = [
     "fmt_delta",
     "fmt_duration",
     "fmt_stamp",
+    "fmt_when",
+    "gap_ns",
     "is_local",
     "ordered_findings",
     "reflow",
@@ -89,6 +91,22 @@ def fmt_clock(ts: int | None) -> str:
     return f"{d:%H:%M:%S}.{d.microsecond // 1000:03d}"
 
 
+def fmt_when(e: Event) -> str:
+    """An event's clock (``HH:MM:SS.mmm``), or its uptime (``up 1000.784``) when only that is known."""
+    if e.ts is None and e.uptime_ns is not None:
+        return f"up {e.uptime_ns / 1e9:.3f}"[:12].ljust(12)
+    return fmt_clock(e.ts)
+
+
+def gap_ns(a: Event, b: Event) -> int | None:
+    """Time from ``a`` to ``b`` on a clock both have (wall time, else uptime), or None."""
+    if a.ts is not None and b.ts is not None:
+        return b.ts - a.ts
+    if a.ts is None and b.ts is None and a.uptime_ns is not None and b.uptime_ns is not None:
+        return b.uptime_ns - a.uptime_ns
+    return None
+
+
 def fmt_stamp(ts: int | None, local: bool = False) -> str:
     """Date and time to the second: ``2024-05-01 12:05:00 UTC``, or ``(local)`` for a wall-clock time
     whose zone the inputs did not say."""
@@ -123,6 +141,8 @@ def fmt_delta(ns: int | None) -> str:
     """A signed gap between two events (``+600 s``); blank when unknown."""
     if ns is None:
         return ""
+    if ns == 0:
+        return "same time"
     return ("+" if ns >= 0 else "-") + fmt_duration(ns)
 
 

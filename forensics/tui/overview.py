@@ -125,7 +125,9 @@ def facts_text(model: Model) -> Text:
     if facts.duration_ns is not None:
         ended.append(fmt_duration(facts.duration_ns))
     if facts.start is not None and facts.end is not None:
-        ended.append(f"{fmt_stamp(facts.start).removesuffix(' UTC')} → {fmt_clock(facts.end)[:8]} UTC")
+        same_day = fmt_stamp(facts.start)[:10] == fmt_stamp(facts.end)[:10]
+        end = fmt_clock(facts.end)[:8] + " UTC" if same_day else fmt_stamp(facts.end)
+        ended.append(f"{fmt_stamp(facts.start).removesuffix(' UTC')} → {end}")
     if ended:
         rows.append(("Ended" if facts.status else "Span", " · ".join(ended)))
     if facts.hosts:

@@ -18,7 +18,7 @@ from textual.worker import get_current_worker
 from forensics.events import Event
 from forensics.tui.dialogs import JumpScreen
 from forensics.tui.index import EventIndex, QueryError, parse_query, parse_time
-from forensics.tui.model import Model, fmt_clock
+from forensics.tui.model import Model, fmt_stamp, fmt_when
 from forensics.tui.timeline_view import TimelineView
 
 __all__ = ["TimelinePane"]
@@ -80,7 +80,7 @@ class TimelinePane(Vertical):
         e = self.view.current_event
         if e is not None and shown:
             where = self.model.where(e.origin)
-            text.append(f"  ·  row {self.view.cursor + 1:,}  {fmt_clock(e.ts)}  {where}", Style(color="#8a8fa8"))
+            text.append(f"  ·  row {self.view.cursor + 1:,}  {fmt_when(e).strip()}  {where}", Style(color="#8a8fa8"))
         self.query_one("#timeline-status", Static).update(text)
 
     @on(TimelineView.Moved)
@@ -150,14 +150,17 @@ class TimelinePane(Vertical):
         self._status()
 
     def action_jump(self) -> None:
+        current = self.view.current_event
+        day_of = current.ts if current is not None else None
+
         def parse(text: str) -> int:
-            return parse_time(text, self.model.span)
+            return parse_time(text, self.model.span, day_of)
 
         def done(ts: int | None) -> None:
             if ts is not None:
                 self.jump_to_time(ts)
 
-        self.app.push_screen(JumpScreen(parse), done)
+        self.app.push_screen(JumpScreen(parse, fmt_stamp(day_of)[:10] if day_of is not None else ""), done)
 
     def jump_to_time(self, ts: int) -> None:
         view = self.view

@@ -8,6 +8,7 @@ million rows costs what the screen shows, not what the timeline holds.
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,9 +26,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from forensics.events import Event, Severity
-from forensics.tui.model import fmt_clock
+from forensics.tui.model import fmt_when
 
-__all__ = ["SEVERITY_TAGS", "TimelineView", "severity_style", "source_style"]
+__all__ = ["SEVERITY_TAGS", "TimelineView", "severity_style", "short_gpu", "source_style"]
 
 _SOURCE_COLOURS = {"kmsg": "#c792ea", "journal": "#c792ea", "nvml": "#89ddff", "derived": "#ffcb6b",
                    "stdout": "#82aaff", "stderr": "#f78c6c", "recorder": "#a6accd", "winevent": "#c3e88d"}
@@ -55,6 +56,15 @@ def severity_style(severity: int) -> Style:
 
 def _short_source(source: str) -> str:
     return source.removeprefix("file:")
+
+
+_BUS = re.compile(r"(?:pci:)?(?:[0-9a-f]{4,8}:)?([0-9a-f]{2}:[0-9a-f]{2})(?:\.[0-7])?", re.IGNORECASE)
+
+
+def short_gpu(gpu: str) -> str:
+    """A GPU id that fits a column: a PCI bus id as ``bus:device`` (``ba:00``), an index as is."""
+    m = _BUS.fullmatch(gpu.strip())
+    return m.group(1).lower() if m else gpu
 
 
 def _fit(text: str, width: int) -> str:
@@ -221,7 +231,7 @@ class TimelineView(ScrollView, can_focus=True):
     def _columns(self, width: int) -> _Columns:
         wide = width >= 110
         return _Columns(host=(14 if wide else 10) if self._multi_host and width >= 90 else 0,
-                        source=15 if wide else 9, gpu=13 if wide else 0, rank=5 if wide else 0,
+                        source=15 if wide else 12 if width >= 96 else 9, gpu=10 if wide else 0, rank=5 if wide else 0,
                         kind=10 if wide else 0)
 
     def render_line(self, y: int) -> Strip:
@@ -249,14 +259,15 @@ class TimelineView(ScrollView, can_focus=True):
             base = base + self.get_component_rich_style("timeline--cursor")
         time_style = self.get_component_rich_style("timeline--time")
         sev = Severity(e.severity) if e.severity in Severity._value2member_map_ else Severity.INFO
-        segments = [Segment(fmt_clock(e.ts) + " ", base + time_style)]
+        segments = [Segment(fmt_when(e) + " ", base + time_style)]
         if cols.host:
             segments.append(Segment(_fit(e.host or "", cols.host - 1) + " ", base + time_style))
         segments.append(Segment(_fit(_short_source(e.source), cols.source - 1) + " ", base + source_style(e.source)))
         segments.append(Segment(SEVERITY_TAGS.get(sev, "    "), base + _TAG_STYLES.get(sev, Style())))
         segments.append(Segment(" ", base))
         if cols.gpu:
-            segments.append(Segment(_fit(f"gpu {e.gpu}" if e.gpu else "", cols.gpu - 1) + " ", base + time_style))
+            gpu = f"gpu {short_gpu(e.gpu)}" if e.gpu else ""
+            segments.append(Segment(_fit(gpu, cols.gpu - 1) + " ", base + time_style))
         if cols.rank:
             segments.append(Segment(_fit(f"r{e.rank}" if e.rank is not None else "", cols.rank - 1) + " ",
                                     base + time_style))
@@ -264,7 +275,9 @@ class TimelineView(ScrollView, can_focus=True):
             segments.append(Segment(_fit(e.kind, cols.kind - 1) + " ", base + source_style(e.source)))
         used = sum(len(s.text) for s in segments)
         message = e.message.replace("\t", " ")
-        segments.append(Segment(_fit(message, width - used), base + _MESSAGE_STYLES.get(sev, Style())))
+        # On the cursor row the message takes the cursor's colours, so red on orange never happens.
+        message_style = Style(bold=sev >= Severity.ERROR) if selected else _MESSAGE_STYLES.get(sev, Style())
+        segments.append(Segment(_fit(message, width - used), base + message_style))
         return Strip(segments).crop_extend(0, width, base)
 
     def region_of_cursor(self) -> Region:
