@@ -34,6 +34,7 @@ __all__ = [
     "read_manifest",
     "receipt_lookup",
     "source_of",
+    "tag_members",
 ]
 
 FORMAT = "gpu-forensics-bundle"
@@ -120,35 +121,92 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def read_bundle_files(path: Path, limits: Limits) -> Iterator[InputFile]:
-    """Every file of the bundle, tagged with what the manifest says about it."""
-    from forensics.sources import InputFile, _walk
-
-    manifest = read_manifest(path) or {}
+def _manifest_hints(manifest: dict[str, Any]) -> tuple[str | None, int | None, str | None]:
     host = manifest.get("host") if isinstance(manifest.get("host"), str) else None
-    boot = _int_or_none(manifest.get("boot_time_ns"))
     tz_name = manifest.get("tz_name") if isinstance(manifest.get("tz_name"), str) else None
+    return host, _int_or_none(manifest.get("boot_time_ns")), tz_name
+
+
+def _tag(item: InputFile, rel: str, manifest: dict[str, Any], sibling: Callable[[str], bytes | None]) -> bool:
+    """Tag one bundle file in place from its path inside the bundle; ``False`` when it is not
+    a file to analyze. ``sibling(rel)`` returns another file of the same bundle, if there."""
+    source = source_of(rel)
+    if source is None or (not item.raw and not item.warnings):
+        return False  # not evidence, or an empty file (a source that had nothing to say)
+    if source == "nvml" and not rel.endswith(".gz") and sibling(rel + ".gz") is not None:
+        return False  # a segment compressed just before a crash: the .gz holds the same lines
+    host, boot, tz_name = _manifest_hints(manifest)
+    item.source = source
+    item.host = item.host or host
+    item.boot_time_ns = boot
+    item.tz_name = tz_name
+    if source in ("stdout", "stderr"):
+        item.receipt_index = sibling(f"{source}.idx")
+    return True
+
+
+def _version_warning(where: str, manifest: dict[str, Any]) -> str | None:
     version = manifest.get("version")
     if isinstance(version, int) and version > VERSION:
-        yield InputFile(str(path / MANIFEST), b"", warnings=[
-            f"{path}: bundle format version {version} is newer than this reader ({VERSION}); reading what is known"])
+        return f"{where}: bundle format version {version} is newer than this reader ({VERSION}); reading what is known"
+    return None
+
+
+def read_bundle_files(path: Path, limits: Limits) -> Iterator[InputFile]:
+    """Every file of the bundle, tagged with what the manifest says about it."""
+    from forensics.sources import _walk
+
+    manifest = read_manifest(path) or {}
+    warning = _version_warning(str(path), manifest)
+
+    def sibling(rel: str) -> bytes | None:
+        try:
+            return (path / rel).read_bytes()
+        except OSError:
+            return None
+
     for item in _walk(path, limits):
         try:
             rel = Path(item.display).relative_to(path).as_posix()
         except ValueError:
             rel = Path(item.display).name
-        source = source_of(rel)
-        if source is None or (not item.raw and not item.warnings):
-            continue  # not evidence, or an empty file (a source that had nothing to say)
-        if source == "nvml" and not rel.endswith(".gz") and (path / (rel + ".gz")).is_file():
-            continue  # a segment compressed just before a crash: the .gz holds the same lines
-        item.source = source
-        item.host = item.host or host
-        item.boot_time_ns = boot
-        item.tz_name = tz_name
-        if source in ("stdout", "stderr"):
+        if _tag(item, rel, manifest, sibling):
+            if warning and rel == MANIFEST:
+                item.warnings.append(warning)
+            yield item
+
+
+def tag_members(files: list[InputFile]) -> list[InputFile]:
+    """Members of an archive (``archive!dir/file``) that belong to a packed bundle, tagged as
+    :func:`read_bundle_files` tags a bundle directory (other members pass through unchanged).
+    For ``forensics/sources.py`` to call on the members of one archive."""
+    manifests: dict[str, dict[str, Any]] = {}
+    for f in files:
+        head, sep, inner = f.display.rpartition("!")
+        if sep and inner.rsplit("/", 1)[-1] == MANIFEST:
             try:
-                item.receipt_index = (path / f"{source}.idx").read_bytes()
-            except OSError:
-                item.receipt_index = None
-        yield item
+                data = json.loads(f.raw)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and data.get("format") == FORMAT:
+                manifests[f.display[: len(f.display) - len(MANIFEST)]] = data
+    if not manifests:
+        return files
+    by_display = {f.display: f for f in files}
+    out: list[InputFile] = []
+    for f in files:
+        prefix = next((p for p in manifests if f.display.startswith(p)), None)
+        if prefix is None:
+            out.append(f)
+            continue
+
+        def sibling(rel: str, prefix: str = prefix) -> bytes | None:
+            other = by_display.get(prefix + rel)
+            return other.raw if other is not None else None
+
+        if _tag(f, f.display[len(prefix):], manifests[prefix], sibling):
+            warning = _version_warning(prefix.rstrip("/"), manifests[prefix]) if f.display.endswith(MANIFEST) else None
+            if warning:
+                f.warnings.append(warning)
+            out.append(f)
+    return out

@@ -213,3 +213,30 @@ def test_bundle_parsers_never_raise(lines: list[str]) -> None:
     for parser in (SAMPLES, EVENTS, MANIFEST):
         _parse(parser, text)
     _parse(MANIFEST, '{"format": "gpu-forensics-bundle", ' + text.replace('"', "'")[:200] + "}")
+
+
+def test_a_packed_bundle_is_tagged_like_a_directory(tmp_path: Path) -> None:
+    import tarfile
+
+    from forensics.bundle import tag_members
+    from forensics.sources import expand_inputs
+
+    packed = tmp_path / "run.tgz"
+    with tarfile.open(packed, "w:gz") as tar:
+        tar.add(_bundle(tmp_path), arcname="node-1-20250302T100000Z-42")
+    members = tag_members(list(expand_inputs([str(packed)])))
+    names = {m.display.rsplit("!", 1)[1].split("/", 1)[1]: m for m in members}
+    assert set(names) == {"manifest.json", "stdout.log", "host/nvidia-smi-topo.txt", "torch/elastic-error.json",
+                          "torch/flight-recorder-rank-0"}
+    out = names["stdout.log"]
+    assert out.source == "stdout" and out.boot_time_ns == START - 3600 * 10**9 and out.tz_name == "Europe/Berlin"
+    assert out.receipt_index is not None and receipt_lookup(out.receipt_index) is not None
+    plain = tmp_path / "plain.log"
+    plain.write_text("x\n")
+    assert tag_members(list(expand_inputs([str(plain)])))[0].source is None
+
+
+def test_a_newer_bundle_version_is_read_with_a_warning(tmp_path: Path) -> None:
+    files = list(read_bundle_files(_bundle(tmp_path, version=2), Limits()))
+    [manifest] = [f for f in files if f.display.endswith("manifest.json")]
+    assert manifest.raw and any("version 2 is newer" in w for w in manifest.warnings)
