@@ -197,6 +197,7 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
                 "gpus": f.gpus,
                 "ranks": f.ranks,
                 "note": f.note,
+                "facts": f.facts,
                 "explain": f.explain,
                 "remedy": f.remedy,
                 "references": f.references,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from forensics.events import Event
 
@@ -41,6 +42,7 @@ class Finding:
     ranks: list[int] = field(default_factory=list)
     note: str = ""  # why this role: "follows xid-79 by 600 s", "benign at idle" …
     matched: int = 0  # how many events matched the anchors (evidence keeps only some of them)
+    facts: dict[str, Any] = field(default_factory=dict)  # phase, first, OOM sizes (forensics/match/facts.py)
 
     @property
     def first_seen(self) -> int | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from forensics.events import Event
 from forensics.findings import Finding
 from forensics.match import correlation
+from forensics.match.facts import finding_facts
 from forensics.match.schema import Evidence, Signature
 from forensics.match.selectors import EventIndex
 
@@ -135,6 +136,8 @@ def match_signature(sig: Signature, index: EventIndex) -> Match | None:
         gpus=sorted({str(events[p].gpu) for p in positions if events[p].gpu is not None}),
         ranks=sorted({r for p in positions for r in _ranks(events[p])}),
         matched=len(valid),
+        facts=finding_facts([events[p] for p in positions],
+                            lambda: [events[p] for p in index.of_kind("progress")]),
     )
     pids = {pid for p in valid if (pid := _pid(events[p])) is not None}
     return Match(sig, finding, valid, positions, pids)

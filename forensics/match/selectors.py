@@ -49,6 +49,10 @@ class EventIndex:
         self._cache: dict[int, list[int]] = {}
         self._timed_out: set[tuple[str, str]] = set()
 
+    def of_kind(self, kind: str) -> list[int]:
+        """Positions of the events of one kind, in timeline order."""
+        return list(self._by_kind.get(kind, ()))
+
     def _candidates(self, ev: Evidence) -> list[int]:
         if ev.literals:
             positions = self._literals.positions(ev.literals)

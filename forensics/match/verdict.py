@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from forensics.events import Event
 from forensics.findings import Confidence, Finding, Role, Verdict
+from forensics.match.facts import oom_sentence
 from forensics.match.matcher import Match
 
 __all__ = ["decide"]
@@ -197,9 +198,9 @@ def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequen
                 default=None)
     when = f" at {human_time(first)}" if first is not None else ""
     text = f"{f.title}{_where(f)}{when}."
-    ranks = _cross_rank_sentence(f)
-    if ranks:
-        text += f" {ranks}."
+    for detail in (oom_sentence(f.facts), _cross_rank_sentence(f)):
+        if detail:
+            text += f" {detail}."
     if consequences:
         text += " Then: " + " → ".join(n.sig_id for n in consequences) + "."
     action = _driver_verdict([root, *consequences])
