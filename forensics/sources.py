@@ -138,20 +138,27 @@ def _from_zip(raw: bytes, display: str, limits: Limits) -> Iterator[InputFile]:
         yield InputFile(display, b"", warnings=[f"{display}: unreadable zip archive ({exc})"])
 
 
+def _bundle_members(members: Iterator[InputFile]) -> list[InputFile]:
+    """An archive's members, with those of a packed bundle tagged as a bundle directory's are."""
+    from forensics import bundle
+
+    return bundle.tag_members(list(members))
+
+
 def _classify(raw: bytes, display: str, mtime: float | None, limits: Limits, depth: int) -> Iterator[InputFile]:
     """Unwrap containers by their content; yield plain files."""
     if raw.startswith(GZIP_MAGIC):
         raw, warnings = _gunzip(raw, display, limits)
         if _is_tar(raw) and depth < 2:
-            yield from _from_tar(raw, display, limits)
+            yield from _bundle_members(_from_tar(raw, display, limits))
             return
         yield InputFile(display, raw, mtime, warnings=warnings)
         return
     if raw.startswith(ZIP_MAGIC) and depth < 2:
-        yield from _from_zip(raw, display, limits)
+        yield from _bundle_members(_from_zip(raw, display, limits))
         return
     if _is_tar(raw) and depth < 2:
-        yield from _from_tar(raw, display, limits)
+        yield from _bundle_members(_from_tar(raw, display, limits))
         return
     if raw.startswith(b"ElfFile\x00"):  # binary .evtx: its records as XML text (kind windows-evtx)
         from forensics.parsers.windows_evtx import evtx_to_xml

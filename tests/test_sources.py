@@ -74,3 +74,18 @@ def test_corrupt_zip_is_a_warning(tmp_path: Path) -> None:
     p.write_bytes(b"PK\x03\x04" + b"garbage" * 10)
     [f] = expand_inputs([str(p)])
     assert f.warnings and "unreadable zip" in f.warnings[0]
+
+
+def test_packed_bundle_is_read_like_a_bundle_directory(tmp_path: Path) -> None:
+    """A recorded bundle sent as .tar.gz gets the same verdict as the directory it came from."""
+    from forensics.analysis import analyze
+
+    bundle = Path(__file__).resolve().parent.parent / "samples" / "recorded" / "oom-first-backward" / "bundle"
+    packed = tmp_path / "run.tgz"
+    with tarfile.open(packed, "w:gz") as tar:
+        tar.add(bundle, arcname="vm-run")
+    from_dir, from_archive = analyze([str(bundle)]), analyze([str(packed)])
+    assert from_archive.verdict.root_cause_id == from_dir.verdict.root_cause_id == "torch-cuda-oom"
+    assert not [s for s in from_archive.sources if s.kind in ("binary", "unreadable")]
+    assert {s.kind for s in from_archive.sources} == {s.kind for s in from_dir.sources}
+    assert from_archive.recordings
