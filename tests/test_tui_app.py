@@ -23,8 +23,9 @@ from forensics.tui import demo, run_app
 from forensics.tui.app import ForensicsApp
 from forensics.tui.chart_widgets import LineChart
 from forensics.tui.dialogs import HelpScreen, JumpScreen, RawContextScreen
-from forensics.tui.evidence import EvidenceView
+from forensics.tui.evidence import EvidenceView, evidence_body
 from forensics.tui.metrics_pane import MetricsPane
+from forensics.tui.model import build_model
 from forensics.tui.timeline_pane import TimelinePane
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -368,3 +369,17 @@ async def test_every_view_renders_at_small_and_large_sizes(size: tuple[int, int]
         await pilot.pause()
         assert not app.has_class("wide")
         assert screen_lines(app)
+
+
+def test_evidence_body_says_how_many_matched_and_the_extracted_facts() -> None:
+    analysis = demo.xid79_incident()
+    root = analysis.verdict.root_cause
+    assert root is not None
+    root.matched = 1234
+    root.facts = {"xid": 79, "pci": "0000:ba:00", "empty": ""}  # the matcher's extracted facts
+    model = build_model(analysis)
+    text = plain(evidence_body(model, 0, analysis.document))
+    assert "Evidence (4 of 1,234 matching events" in text
+    assert "xid 79 · pci 0000:ba:00" in text and "empty" not in text
+    # The raw excerpt of neighbouring evidence lines is shown once, with every event's line marked.
+    assert text.count("▶ ") == 4 and text.count("NVRM: GPU 0000:ba:00.0: GPU has fallen off the bus.") == 1

@@ -95,6 +95,11 @@ def evidence_body(model: Model, position: int, document: Callable[[str], TextDoc
     parts.append(Text(" · ".join(facts), MUTED))
     if f.note:
         parts.append(Text(f"why this role: {f.note}", Style(italic=True, color="#a6accd")))
+    extracted = getattr(f, "facts", None)  # what the matcher read out of the evidence (phase, sizes …)
+    if isinstance(extracted, dict) and extracted:
+        shown = " · ".join(f"{k} {str(v)[:60]}" for k, v in extracted.items() if v not in (None, "", [], {}))
+        if shown:
+            parts.append(Text(shown, Style(color="#89ddff")))
     if f.explain:
         parts += [Text(""), Text(reflow(f.explain))]
     parts += [Text(""), _evidence(model, f, document)]
@@ -131,8 +136,11 @@ def _blocks(events: list[Event], around: int) -> list[list[Event]]:
 
 def _evidence(model: Model, f: Finding, document: Callable[[str], TextDocument | None]) -> RenderableType:
     events = _time_order(f.evidence)
-    parts: list[RenderableType] = [Text(f"Evidence ({len(events)} event{'s' if len(events) != 1 else ''}, "
-                                        "in time order; t shows the first in the timeline)", HEADING)]
+    count = f"{len(events)} event{'s' if len(events) != 1 else ''}"
+    if f.matched > len(events):
+        count = f"{len(events)} of {f.matched:,} matching events"
+    parts: list[RenderableType] = [Text(f"Evidence ({count}, in time order; t shows the first in the timeline)",
+                                        HEADING)]
     previous: Event | None = None
     shown = 0
     for block in _blocks(events[:LISTED], AROUND):
