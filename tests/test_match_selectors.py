@@ -1,9 +1,14 @@
 """Evidence selectors: kinds, sources, literal prefilter, flags, attrs, regex timeout."""
 
+import json
+from pathlib import Path
+
 import pytest
 import regex
 from matchkit import ev
 
+from forensics.analysis import analyze
+from forensics.match.loader import check_text
 from forensics.match.schema import Evidence, Signature, parse_duration, parse_window
 from forensics.match.selectors import EventIndex
 
@@ -107,3 +112,57 @@ def test_literal_index_engines_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     assert slow.positions(["XID"]) == [0, 2, 5]
     assert slow.positions(["fallen off", "Ünïcode"]) == [3]
     assert slow.positions(["absent"]) == []
+
+
+# -- the recorder's own records ------------------------------------------------------------------------
+COMMAND = ("recorded `python train.py --note 'RuntimeError: CUDA error: device-side assert triggered'` "
+           "(finished, exit status 0)")
+
+
+def test_the_recording_event_never_matches_an_anchor() -> None:
+    anchor = _evidence(literals=("device-side assert triggered",))
+    events = [ev(COMMAND, kind="recording", source="recorder"),
+              ev("RuntimeError: CUDA error: device-side assert triggered", kind="traceback")]
+    assert _select(anchor, events) == [1]
+    named = _evidence(literals=("device-side assert",), kinds=("recording",))
+    assert _select(named, events) == []
+
+
+def test_other_evidence_sees_the_recording_only_when_it_names_the_kind() -> None:
+    events = [ev(COMMAND, kind="recording", source="recorder")]
+    assert _select(_evidence(role="supporting", literals=("train.py",)), events) == []
+    assert _select(_evidence(role="supporting", literals=("train.py",), kinds=("recording",)), events) == [0]
+
+
+def test_an_anchor_on_recording_events_is_a_signature_error() -> None:
+    text = '''id = "x"
+title = "t"
+category = "application"
+priority = 50
+
+[[evidence]]
+name = "cmd"
+role = "anchor"
+kinds = ["recording"]
+literals = ["train.py"]
+'''
+    sig, problems = check_text(text, "x.toml", "x")
+    assert sig is None
+    assert "evidence 'cmd': 'recording' events (the recorder's own manifest) are never an anchor" in \
+        [p.message for p in problems]
+
+
+def test_a_command_line_that_quotes_an_error_is_not_evidence(tmp_path: Path) -> None:
+    bundle = tmp_path / "node-1-20250302T100000Z-42"
+    bundle.mkdir()
+    manifest = {"format": "gpu-forensics-bundle", "version": 1, "status": "finished", "host": "node-1",
+                "command": ["python", "train.py", "--note", "RuntimeError: CUDA error: device-side assert triggered",
+                            "--also", "Xid 79 GPU has fallen off the bus; CUDA out of memory; Killed"],
+                "start": "2025-03-02T10:00:00Z", "start_ns": 1740909600 * 10**9, "end": "2025-03-02T10:00:10Z",
+                "end_ns": 1740909610 * 10**9, "exit_code": 0, "signal": None, "sources": {"nvml": {"status": "ok"}}}
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    (bundle / "stdout.log").write_text("step 1 loss 2.0\nstep 2 loss 1.9\ndone\n")
+    analysis = analyze([str(bundle)])
+    [recording] = [e for e in analysis.timeline.events if e.kind == "recording"]
+    assert "device-side assert triggered" in recording.message
+    assert analysis.findings == [] and analysis.verdict.root_cause is None

@@ -181,6 +181,9 @@ def _check_evidence(c: _Checker, item: Any, idx: int, seen: set[str]) -> Evidenc
         c.error(loc.line("evidence", idx, "role"), f"{label}: role must be one of {', '.join(ROLES)}, got {role!r}")
         role = "supporting"
     kinds = c.strings(item.get("kinds", []), loc.line("evidence", idx, "kinds"), f"{label}: kinds")
+    if role == "anchor" and "recording" in kinds:
+        c.error(loc.line("evidence", idx, "kinds"),
+                f"{label}: 'recording' events (the recorder's own manifest) are never an anchor")
     sources = c.strings(item.get("sources", []), loc.line("evidence", idx, "sources"), f"{label}: sources")
     literals = c.strings(item.get("literals", []), loc.line("evidence", idx, "literals"), f"{label}: literals")
     if any(not lit for lit in literals):

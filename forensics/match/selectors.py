@@ -16,7 +16,7 @@ from forensics.events import Event
 from forensics.match.literal_index import LiteralIndex
 from forensics.match.schema import Evidence, Signature
 
-__all__ = ["MAX_REGEX_TEXT", "REGEX_TIMEOUT_S", "EventIndex"]
+__all__ = ["MAX_REGEX_TEXT", "RECORDER_OWN_KINDS", "REGEX_TIMEOUT_S", "EventIndex"]
 
 #: Seconds one regex may run on one event before it counts as no match (and a warning).
 REGEX_TIMEOUT_S = 0.2
@@ -98,6 +98,8 @@ class EventIndex:
         low_lits = tuple(lit.lower() for lit in lits) if ev.ignore_case else ()
         for i in self._candidates(ev):
             e = events[i]
+            if e.kind in RECORDER_OWN_KINDS and (ev.role == "anchor" or e.kind not in ev.kinds):
+                continue
             if ev.sources and not e.source.startswith(ev.sources):
                 continue
             if lits:
@@ -117,3 +119,6 @@ class EventIndex:
 
 
 _EVENT_FIELDS = frozenset({"host", "gpu", "rank", "pid", "kind", "source", "severity"})
+#: The recorder's own records: a bundle's manifest (its message quotes the child's command line, which
+#: may hold any words). Never an anchor; other evidence sees them only when its ``kinds`` names them.
+RECORDER_OWN_KINDS = frozenset({"recording"})
