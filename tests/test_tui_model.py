@@ -264,3 +264,35 @@ def test_span_mask_marker_row_and_axis() -> None:
     assert axis.startswith("09:00:00") and axis.endswith("09:15:00") and "09:07:30" in axis
     assert fmt_value(81_559, "MiB") == "79.6 GiB" and fmt_value(55, "%") == "55%"
     assert fmt_range(0, 81_559, "MiB") == "0–79.6 GiB" and fmt_range(0, 700, "W") == "0–700 W"
+
+
+def test_a_recorded_bundle_gives_the_run_its_own_span_and_one_fact_per_gpu() -> None:
+    from pathlib import Path
+
+    from forensics.analysis import analyze
+
+    bundle = Path(__file__).resolve().parent.parent / "samples" / "recorded" / "silent-stall-2gpu" / "bundle"
+    analysis = analyze([str(bundle)])
+    model = build_model(analysis)
+    facts = model.facts
+    assert len(facts.gpus) == len(model.series) == 2  # topology lines name no new GPU
+    assert all(g.model.startswith("NVIDIA") for g in facts.gpus)
+    recording = analysis.recordings[0]
+    assert facts.run_span == (as_ns(recording["start"]), as_ns(recording["end"]))
+    assert facts.command == recording["command"]
+    assert model.span is not None and model.span[0] < facts.run_span[0]  # the kernel log reaches back further
+    assert model.chart_span is not None and model.chart_span[0] <= facts.run_span[0]
+    assert model.chart_span[0] >= min(int(s.ts[0]) for s in model.series) - 60 * S
+
+
+def test_topology_records_without_identity_do_not_invent_gpus() -> None:
+    from forensics.analysis import Analysis
+    from forensics.findings import Confidence, Verdict
+    from forensics.timeline import Timeline
+
+    events = [_ev(1, "gpu 0 info", kind="gpu-info", gpu="0", pci="0000:3b:00.0", name="NVIDIA A100-SXM4-80GB"),
+              _ev(2, "topo", kind="gpu-info", gpu="0", link="NV12"),
+              _ev(3, "topo", kind="gpu-info", gpu="5", link="NV12")]
+    analysis = Analysis([], Timeline(events), [], Verdict(None, Confidence.LOW, ""))
+    gpus = build_model(analysis).facts.gpus
+    assert [(g.bus, g.model) for g in gpus] == [("0000:3b:00.0", "NVIDIA A100-SXM4-80GB")]

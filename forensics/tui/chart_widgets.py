@@ -77,10 +77,7 @@ def _marks(model: Model, t0: int, t1: int, width: int) -> str:
 
 
 def _time_range(model: Model) -> tuple[int, int] | None:
-    if model.span:
-        return model.span
-    stamps = [int(s.ts[0]) for s in model.series if len(s.ts)] + [int(s.ts[-1]) for s in model.series if len(s.ts)]
-    return (min(stamps), max(stamps)) if stamps else None
+    return model.chart_span
 
 
 class _TextLines(Widget):

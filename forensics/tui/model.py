@@ -202,11 +202,23 @@ class RunFacts:
     gpus: list[GpuFact] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     ranks: list[int] = field(default_factory=list)
+    run_start: int | None = None  # the recorded run itself (a bundle's manifest), when known
+    run_end: int | None = None
     directory: GpuDirectory = field(default_factory=lambda: GpuDirectory())
 
     @property
+    def run_span(self) -> tuple[int, int] | None:
+        """The recorded run's start and end, else the span of everything the inputs hold."""
+        if self.run_start is not None and self.run_end is not None and self.run_end >= self.run_start:
+            return self.run_start, self.run_end
+        if self.start is None or self.end is None:
+            return None
+        return self.start, self.end
+
+    @property
     def duration_ns(self) -> int | None:
-        return None if self.start is None or self.end is None else self.end - self.start
+        span = self.run_span
+        return None if span is None else span[1] - span[0]
 
 
 def _first(attrs: Mapping[str, Any], *names: str) -> Any:
@@ -295,6 +307,8 @@ def run_facts(analysis: Analysis, notable: Sequence[Event], metrics: Sequence[Me
         a = e.attrs
         if e.kind == "recording":
             facts.command = facts.command or str(_first(a, "command", "cmd") or "")
+            facts.run_start = facts.run_start or as_ns(_first(a, "start", "started", "start_ts"))
+            facts.run_end = facts.run_end or as_ns(_first(a, "end", "finished", "end_ts"))
             facts.status = _exit_text(a) or facts.status or str(a.get("status") or "")
             for k, v in a.items():
                 if isinstance(v, str | int | float) and (k.endswith("version") or k in _VERSION_KEYS):
@@ -308,7 +322,12 @@ def run_facts(analysis: Analysis, notable: Sequence[Event], metrics: Sequence[Me
         elif e.kind == "gpu-info":
             index = _first(a, "index", "gpu_index", "minor")
             bus = _first(a, "pci", "bus_id", "pci_bus_id")
-            fact = gpus.add(e.host, index, bus, e.gpu)
+            identity = bus or _first(a, "model", "name", "product", "uuid")
+            # A record that names no model, bus or uuid (a topology line) only adds to a GPU already known.
+            found = gpus.add(e.host, index, bus, e.gpu) if identity else gpus.find(e.host, index, e.gpu)
+            if found is None:
+                continue
+            fact = found
             fact.model = fact.model or str(_first(a, "model", "name", "product") or "")
             fact.link = fact.link or _link_text(_first(a, "gen", "pcie_gen"), _first(a, "width", "pcie_width"),
                                                 _first(a, "gen_max", "pcie_gen_max"),
@@ -504,9 +523,21 @@ class Model:
 
     @property
     def span(self) -> tuple[int, int] | None:
+        """First to last event or sample of the whole timeline (what time jumps count from)."""
         if self.facts.start is None or self.facts.end is None:
             return None
         return self.facts.start, self.facts.end
+
+    @property
+    def chart_span(self) -> tuple[int, int] | None:
+        """The time axis of the charts: the recorded run widened to its samples, else the samples' own
+        range, else the timeline's (a kernel log reaching back before the run would squeeze the run)."""
+        stamps = [int(s.ts[0]) for s in self.series if len(s.ts)] + [int(s.ts[-1]) for s in self.series if len(s.ts)]
+        if self.facts.run_start is not None and self.facts.run_end is not None:
+            stamps += [self.facts.run_start, self.facts.run_end]
+        if stamps:
+            return min(stamps), max(stamps)
+        return self.span
 
 
 def build_model(analysis: Analysis) -> Model:

@@ -124,10 +124,11 @@ def facts_text(model: Model) -> Text:
         ended.append(facts.status)
     if facts.duration_ns is not None:
         ended.append(fmt_duration(facts.duration_ns))
-    if facts.start is not None and facts.end is not None:
-        same_day = fmt_stamp(facts.start)[:10] == fmt_stamp(facts.end)[:10]
-        end = fmt_clock(facts.end)[:8] + " UTC" if same_day else fmt_stamp(facts.end)
-        ended.append(f"{fmt_stamp(facts.start).removesuffix(' UTC')} → {end}")
+    span = facts.run_span
+    if span is not None:
+        same_day = fmt_stamp(span[0])[:10] == fmt_stamp(span[1])[:10]
+        end = fmt_clock(span[1])[:8] + " UTC" if same_day else fmt_stamp(span[1])
+        ended.append(f"{fmt_stamp(span[0]).removesuffix(' UTC')} → {end}")
     if ended:
         rows.append(("Ended" if facts.status else "Span", " · ".join(ended)))
     if facts.hosts:
