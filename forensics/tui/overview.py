@@ -64,6 +64,20 @@ def _where(f: Finding) -> str:
     return " · ".join(parts)
 
 
+#: The verdict box stays short enough for 80x24 to show the findings under it; the Evidence view has it all.
+SUMMARY_CHARS = 300
+REMEDY_CHARS = 170
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut at a word boundary before ``limit`` characters, with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit - 1)
+    return text[: cut if cut > limit // 2 else limit - 1].rstrip(" ,;:") + " …"
+
+
 def verdict_text(model: Model) -> Text:
     """The answer in four lines: what, how sure, why, what to do."""
     v = model.analysis.verdict
@@ -90,10 +104,10 @@ def verdict_text(model: Model) -> Text:
         line2.append(fmt_stamp(f.first_seen, is_local(f.evidence)))
     out.append(" · ".join(line2) + "\n", MUTED)
     if v.summary:
-        out.append(reflow(v.summary) + "\n")
+        out.append(_clip(reflow(v.summary), SUMMARY_CHARS) + "\n")
     if f.remedy:
         out.append("What to do: ", Style(bold=True, color="#c3e88d"))
-        out.append(reflow(f.remedy[0]))
+        out.append(_clip(reflow(f.remedy[0]), REMEDY_CHARS))
         more = len(f.remedy) - 1
         if more:
             out.append(f"  (+{more} more step{'s' if more > 1 else ''}: enter on the finding)", MUTED)
