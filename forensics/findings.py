@@ -43,6 +43,7 @@ class Finding:
     note: str = ""  # why this role: "follows xid-79 by 600 s", "benign at idle" …
     matched: int = 0  # how many events matched the anchors (evidence keeps only some of them)
     facts: dict[str, Any] = field(default_factory=dict)  # phase, first, OOM sizes (forensics/match/facts.py)
+    risk: bool = False  # a risk, never the root cause (risk signature, or only risk evidence matched)
 
     @property
     def first_seen(self) -> int | None:

@@ -17,10 +17,13 @@ class ExampleOutcome:
     signature: str
     example: Example
     fired: bool
+    as_risk: bool = False  # it fired as a risk (contributing, never the root cause)
 
     @property
     def ok(self) -> bool:
-        return self.fired == self.example.match
+        if self.fired != self.example.match:
+            return False
+        return self.example.risk is None or not self.fired or self.as_risk == self.example.risk
 
 
 def analyze_text(text: str, signatures: Sequence[Signature], name: str = "example.log") -> list[Finding]:
@@ -40,6 +43,6 @@ def check_examples(sig: Signature, signatures: Sequence[Signature]) -> list[Exam
     """Each example of ``sig`` run against all ``signatures``: did ``sig`` fire?"""
     out = []
     for ex in sig.examples:
-        fired = any(f.signature == sig.id for f in analyze_text(ex.text, signatures))
-        out.append(ExampleOutcome(sig.id, ex, fired))
+        mine = [f for f in analyze_text(ex.text, signatures) if f.signature == sig.id]
+        out.append(ExampleOutcome(sig.id, ex, bool(mine), any(f.risk for f in mine)))
     return out

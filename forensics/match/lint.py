@@ -3,8 +3,10 @@ with file and line, quoting regexes as written.
 
 Checks: TOML syntax, the schema (keys, types, values), regexes that do not compile,
 anchors without literals, evidence names used twice, correlation names that do not
-exist; then every ``[[examples]]`` text is run through the whole pipeline (with the
-shipped signatures and those being linted) and must fire or stay silent as declared.
+exist, ``risk`` on evidence that is not an anchor (and risk evidence that changes nothing);
+then every ``[[examples]]`` text is run through the whole pipeline (with the shipped
+signatures and those being linted) and must fire or stay silent as declared, and fire as a
+risk or as a cause when the example says ``risk = true``/``false``.
 Warnings (missing explain/remedy/examples) do not fail the run.
 """
 
@@ -57,10 +59,14 @@ def lint_paths(targets: Sequence[Path]) -> tuple[int, list[Problem]]:
     for sig, shown in linted.values():
         for outcome in check_examples(sig, everything):
             if not outcome.ok:
-                want = "fire" if outcome.example.match else "stay silent"
-                got = "it stayed silent" if outcome.example.match else "it fired"
-                problems.append(Problem(shown, outcome.example.line,
-                                        f"example should {want} for {sig.id}, but {got}"))
+                ex = outcome.example
+                if ex.match and outcome.fired:
+                    want = "fire as a risk" if ex.risk else "fire as a cause (not only as a risk)"
+                    got = "it fired as a cause" if ex.risk else "it fired only as a risk"
+                else:
+                    want = "fire" if ex.match else "stay silent"
+                    got = "it stayed silent" if ex.match else "it fired"
+                problems.append(Problem(shown, ex.line, f"example should {want} for {sig.id}, but {got}"))
     return len(files), sorted(problems, key=lambda p: (p.path, p.line))
 
 

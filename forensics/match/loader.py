@@ -42,9 +42,9 @@ __all__ = ["Problem", "check_file", "load_file", "load_signatures", "shipped_pat
 TOP_KEYS = ("id", "title", "category", "platforms", "priority", "consequence_of", "risk", "explain", "remedy",
             "references", "evidence", "correlation", "examples")
 EVIDENCE_KEYS = ("name", "role", "kinds", "sources", "literals", "regex", "flags", "attrs", "weight", "window",
-                 "min_count")
+                 "min_count", "risk")
 CORRELATION_KEYS = ("type", "group_by", "count", "timespan", "order")
-EXAMPLE_KEYS = ("match", "text", "source")
+EXAMPLE_KEYS = ("match", "text", "source", "risk")
 _ID = re.compile(r"[a-z0-9][a-z0-9-]*")
 
 
@@ -247,10 +247,18 @@ def _check_evidence(c: _Checker, item: Any, idx: int, seen: set[str]) -> Evidenc
     if not _int(min_count) or min_count < 1:
         c.error(loc.line("evidence", idx, "min_count"), f"{label}: min_count must be an integer >= 1")
         min_count = 1
+    risk = item.get("risk", False)
+    if not isinstance(risk, bool):
+        c.error(loc.line("evidence", idx, "risk"), f"{label}: risk must be true or false")
+        risk = False
+    elif risk and role != "anchor":
+        c.error(loc.line("evidence", idx, "risk"),
+                f"{label}: 'risk' marks an anchor that alone shows a risk; {role} evidence cannot have it")
+        risk = False
     return Evidence(name=name, role=role, line=header, kinds=kinds, sources=sources, literals=literals,
                     pattern=pattern, regex_text=regex_text if isinstance(regex_text, str) else "",
                     ignore_case="i" in flags_text, attrs=tuple(attrs), weight=min(float(weight), 1.0),
-                    window=window, min_count=min_count)
+                    window=window, min_count=min_count, risk=risk)
 
 
 def _check_correlation(c: _Checker, data: Any, names: set[str]) -> Correlation | None:
@@ -318,7 +326,12 @@ def _check_examples(c: _Checker, data: Any) -> list[Example]:
         if not isinstance(source, str):
             c.error(c.loc.line("examples", idx, "source"), "example 'source' must be a string")
             source = ""
-        out.append(Example(match=match, text=text, source=source, line=header))
+        risk = item.get("risk")
+        if risk is not None and (not isinstance(risk, bool) or not match):
+            c.error(c.loc.line("examples", idx, "risk"),
+                    "example 'risk' must be true or false, on an example with match = true")
+            risk = None
+        out.append(Example(match=match, text=text, source=source, line=header, risk=risk))
     return out
 
 
@@ -381,6 +394,12 @@ def check_text(text: str, path: str, stem: str | None = None) -> tuple[Signature
             evidence.append(ev)
     if not any(e.role == "anchor" for e in evidence):
         c.error(loc.line("evidence", 0) if raw_evidence else 1, "a signature needs at least one anchor evidence")
+    risky = [e for e in evidence if e.risk]
+    if risky and risk:
+        c.warn(loc.line("evidence", 0), f"evidence {risky[0].name!r}: 'risk' on evidence changes nothing when the "
+               "whole signature is risk = true")
+    elif risky and all(e.risk for e in evidence if e.role == "anchor"):
+        c.warn(loc.line("evidence", 0), "every anchor is risk evidence: say risk = true on the signature instead")
     correlation = None
     if "correlation" in data:
         correlation = _check_correlation(c, data["correlation"], {e.name for e in evidence})

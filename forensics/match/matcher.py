@@ -35,6 +35,7 @@ class Match:
     anchors: list[int]  # positions of the anchor events that count
     positions: list[int]  # every evidence position (anchors + supporting), uncapped
     pids: set[int] = field(default_factory=set)
+    risk_only: list[str] = field(default_factory=list)  # names of the risk anchors, when only they matched
 
     @property
     def first_pos(self) -> int:
@@ -78,6 +79,8 @@ def match_signature(sig: Signature, index: EventIndex) -> Match | None:
     selected: dict[str, list[int]] = {}
     weight_of: dict[int, float] = {}
     anchors: set[int] = set()
+    firm: dict[int, float] = {}  # position -> weight, from anchors that are not risk evidence
+    risk_names: dict[int, list[str]] = {}
     for ev in sig.anchors:
         hits = index.select(ev, sig.id)
         selected[ev.name] = hits
@@ -86,12 +89,23 @@ def match_signature(sig: Signature, index: EventIndex) -> Match | None:
         for p in hits:
             anchors.add(p)
             weight_of[p] = max(weight_of.get(p, 0.0), ev.weight)
+            if ev.risk:
+                risk_names.setdefault(p, []).append(ev.name)
+            else:
+                firm[p] = max(firm.get(p, 0.0), ev.weight)
     if not anchors:
         return None
     has_excludes = any(e.role == "excludes" for e in sig.evidence)
     valid = sorted(p for p in anchors if not (has_excludes and _excluded(sig, index, events[p])))
     if not valid:
         return None
+    risk_only: list[str] = []
+    if any(p in firm for p in valid):
+        # A failure is shown: risk evidence does not anchor it (list it as supporting to count it).
+        valid = [p for p in valid if p in firm]
+        weight_of = firm
+    elif risk_names:
+        risk_only = sorted({n for p in valid for n in risk_names.get(p, ())})
     for ev in sig.evidence:
         if ev.role == "supporting":
             selected[ev.name] = index.select(ev, sig.id)
@@ -140,7 +154,7 @@ def match_signature(sig: Signature, index: EventIndex) -> Match | None:
                             lambda: [events[p] for p in index.of_kind("progress")]),
     )
     pids = {pid for p in valid if (pid := _pid(events[p])) is not None}
-    return Match(sig, finding, valid, positions, pids)
+    return Match(sig, finding, valid, positions, pids, risk_only)
 
 
 def _ranks(e: Event) -> list[int]:

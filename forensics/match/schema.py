@@ -96,6 +96,7 @@ class Evidence:
     weight: float = 1.0
     window: Window | None = None
     min_count: int = 1
+    risk: bool = False  # anchors only: alone, this evidence shows a risk, not a failure
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,7 @@ class Example:
     text: str
     source: str = ""
     line: int = 0
+    risk: bool | None = None  # when set: the signature must fire as a risk (True) or as a cause (False)
 
 
 @dataclass(frozen=True, slots=True)

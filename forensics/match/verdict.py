@@ -216,11 +216,13 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
     """Order fired signatures into the verdict. Returns the findings (root first, then
     consequences, then the rest) with their roles and notes set, and the verdict."""
     nodes = [_node(m, events) for m in matches]
-    risks = [n for n in nodes if n.m.sig.risk]
-    causes = [n for n in nodes if not n.m.sig.risk]
+    risks = [n for n in nodes if n.m.sig.risk or n.m.risk_only]
+    causes = [n for n in nodes if not (n.m.sig.risk or n.m.risk_only)]
     for n in risks:
         n.m.finding.role = Role.CONTRIBUTING
-        n.m.finding.note = n.m.finding.note or "a risk, not a cause on its own"
+        n.m.finding.risk = True
+        only = f" (only its risk evidence matched: {', '.join(n.m.risk_only)})" if n.m.risk_only else ""
+        n.m.finding.note = n.m.finding.note or f"a risk, not a cause on its own{only}"
     if not causes:
         note = healthy_note
         if risks:
