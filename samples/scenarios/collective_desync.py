@@ -13,7 +13,6 @@ import time
 
 import torch
 import torch.distributed as dist
-
 from _common import log_step, mlp, now
 
 rank = int(os.environ["RANK"])

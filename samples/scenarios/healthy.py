@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import torch
-
 from _common import log_step, mlp, now
 
 model = mlp(4096, 4)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 
 import torch
-
 from _common import ballast_leaving, log_step, mlp, now
 
 width, depth, batch = 4096, 8, 2048

@@ -8,7 +8,6 @@ Expected verdict: torch-cuda-oom (phase: backward).
 from __future__ import annotations
 
 import torch
-
 from _common import ballast_leaving, gib, log_step, mlp, now
 
 width, depth, batch = 8192, 8, 4096

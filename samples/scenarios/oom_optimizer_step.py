@@ -8,7 +8,6 @@ first ``optimizer.step()`` fails — where the drafters of report 2 died. Expect
 from __future__ import annotations
 
 import torch
-
 from _common import ballast_leaving, log_step, mlp, now
 
 width, depth, batch = 8192, 16, 256

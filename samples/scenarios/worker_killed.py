@@ -12,7 +12,6 @@ import signal
 import time
 
 import torch
-
 from _common import log_step, mlp, now
 
 rank = int(os.environ.get("LOCAL_RANK", "0"))
