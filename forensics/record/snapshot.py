@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from forensics.record.bounded import Result, run_bounded
+from forensics.record.redact import redact_value
 from forensics.record.writer import atomic_write_json
 
 __all__ = ["VERSIONS_SCRIPT", "main"]
@@ -152,8 +153,8 @@ def main(argv: list[str]) -> int:
     atomic_write_json(host / "versions.json", versions)
     res = run_bounded([python, "-m", "pip", "freeze", "--all"], timeout=90)
     _record(log, "pip freeze", res)
-    if res.ok:
-        _write(host / "pip-freeze.txt", res.stdout)
+    if res.ok:  # VCS requirements can carry credentials: git+https://user:token@host/...
+        _write(host / "pip-freeze.txt", redact_value(res.stdout.decode(errors="replace")).encode())
     atomic_write_json(host / "snapshot.json", {"python": python, "commands": log})
     return 0
 
