@@ -39,12 +39,18 @@ _WORK = re.compile(r"WorkNCCL\(((?:[^()]|\([^()]*\))*)\)")
 _WORK_FIELD = re.compile(r"(\w+(?:\(ms\))?)=([^,]+)")
 _WORK_KEYS = {"SeqNum": "seq", "OpType": "op_type", "NumelIn": "numel_in", "NumelOut": "numel_out",
               "Timeout(ms)": "timeout_ms"}
+#: The watchdog's work numbers in every wording seen (catalog-framework §1.4, §2.10):
+#: ``Timeout at NCCL work: 158046, last enqueued NCCL work: 158046, last completed NCCL work: 158045``
+#: (~2.3), ``detected by watchdog at work: 1580, last enqueued NCCL work: 1582, …`` (~2.4),
+#: ``failure detected by watchdog at work sequence id: 161 PG status: last enqueued work: 168,
+#: last completed work: 160`` (2.5+), and the heartbeat monitor's dump line ``Received a dump
+#: signal … Last enqueued NCCL work: 160, last completed NCCL work: 160`` (capital L).
 _NUMBERS = (
     ("ran_for_ms", re.compile(r"ran for (\d+) milliseconds")),
-    ("seq", re.compile(r"\bat (?:NCCL )?work: (\d+)")),
-    ("last_enqueued", re.compile(r"last enqueued (?:NCCL )?work: (-?\d+)")),
-    ("last_started", re.compile(r"last started (?:NCCL )?work: (-?\d+)")),
-    ("last_completed", re.compile(r"last completed (?:NCCL )?work: (-?\d+)")),
+    ("seq", re.compile(r"\bat (?:NCCL )?work(?: sequence id)?: (\d+)")),
+    ("last_enqueued", re.compile(r"\blast enqueued (?:NCCL )?work: (-?\d+)", re.I)),
+    ("last_started", re.compile(r"\blast started (?:NCCL )?work: (-?\d+)", re.I)),
+    ("last_completed", re.compile(r"\blast completed (?:NCCL )?work: (-?\d+)", re.I)),
 )
 
 

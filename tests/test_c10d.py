@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from forensics.analysis import analyze
 from forensics.parsers.c10d import is_incomplete, parse_glog_record, work_attrs
 from forensics.parsers.stream_text import Stamp
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "recorded"
 
 
 def test_three_generations() -> None:
@@ -43,3 +48,36 @@ def test_other_glog_files_and_non_records() -> None:
 def test_incomplete_record() -> None:
     assert is_incomplete("WorkNCCL(SeqNum=1, OpTy")
     assert not is_incomplete("WorkNCCL(SeqNum=1, Timeout(ms)=600000) ran for")
+
+
+def test_last_enqueued_in_every_wording() -> None:
+    # Real: samples/recorded/silent-stall-2gpu/bundle/stderr.log lines 8 and 19 (PyTorch 2.9, heartbeat monitor).
+    a = work_attrs("[PG ID 0 PG GUID 0(default_pg) Rank 1] Received a dump signal due to a collective timeout from  "
+                   "rank 0 and we will try our best to dump the debug info. Last enqueued NCCL work: 160, last "
+                   "completed NCCL work: 160.This is most likely caused by incorrect usages of collectives")
+    assert (a["rank"], a["last_enqueued"], a["last_completed"]) == (1, 160, 160)
+    a = work_attrs("[PG ID 0 PG GUID 0(default_pg) Rank 0]  failure detected by watchdog at work sequence id: 161 "
+                   "PG status: last enqueued work: 168, last completed work: 160")
+    assert (a["seq"], a["last_enqueued"], a["last_completed"]) == (161, 168, 160)
+    # catalog-framework §1.4, the ~2.4 wording.
+    a = work_attrs("[PG 1 Rank 0] Exception (either an error or timeout) detected by watchdog at work: 1580, last "
+                   "enqueued NCCL work: 1582, last completed NCCL work: 1579.")
+    assert (a["seq"], a["last_enqueued"], a["last_completed"]) == (1580, 1582, 1579)
+    # Nothing ever enqueued (a frozen process, not a hung collective).
+    a = work_attrs("[PG ID 0 PG GUID 0(default_pg) Rank 3] Received a dump signal due to a collective timeout from "
+                   "this local rank and we will try our best to dump the debug info. Last enqueued NCCL work: -1, "
+                   "last completed NCCL work: -1.")
+    assert (a["last_enqueued"], a["last_completed"]) == (-1, -1)
+
+
+def test_watchdog_text_alone_names_the_rank_behind(tmp_path: Path) -> None:
+    """The stall sample's stderr without its flight-recorder dumps: rank 1's dump-signal line says it enqueued
+    only up to 160 while rank 0 waits in SeqNum 161, so rank 1 is the one behind."""
+    log = tmp_path / "stderr.log"
+    log.write_bytes((SAMPLES / "silent-stall-2gpu" / "bundle" / "stderr.log").read_bytes())
+    analysis = analyze([str(log)])
+    behind = [e for e in analysis.timeline.events if e.kind == "derived" and e.attrs.get("detector") == "rank-behind"]
+    assert [(e.attrs["behind"], e.attrs["seq"]) for e in behind] == [([1], 161)]
+    root = analysis.verdict.root_cause
+    assert root is not None and root.ranks == [1], analysis.verdict.summary
+    assert "Rank 1 fell behind" in analysis.verdict.summary
