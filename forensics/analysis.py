@@ -14,13 +14,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forensics.events import Event, MetricSample
 from forensics.findings import Finding, Verdict
-from forensics.sources import InputFile, Limits, expand_inputs
+from forensics.sources import InputFile, Limits, expand_inputs, input_size
 from forensics.textdoc import TextDocument
 from forensics.timeline import Timeline, build_timeline, place_boot_relative
+
+if TYPE_CHECKING:
+    from forensics.progress import Progress
 
 __all__ = ["Analysis", "Options", "SourceReport", "analyze", "parse_input"]
 
@@ -89,10 +92,12 @@ def _year_from_mtime(mtime: float | None) -> int | None:
     return datetime.fromtimestamp(mtime, UTC).year if mtime else None
 
 
-def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = ()) -> tuple[
+def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = (),
+                progress: Callable[[float], None] | None = None) -> tuple[
     SourceReport, list[Event], list[MetricSample]
 ]:
-    """Detect one file's format and parse it. Never raises on bad content."""
+    """Detect one file's format and parse it. Never raises on bad content. ``progress`` hears the
+    fraction of the parse done (see ``TextDocument.progress``)."""
     from forensics.bundle import receipt_lookup
     from forensics.parsers import ParseContext, detect
     from forensics.parsers.flight_recorder import pickle_to_json
@@ -129,6 +134,7 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
     )
     events: list[Event] = []
     metrics: list[MetricSample] = []
+    doc.progress = progress
     try:
         for rec in parser.parse(doc, ctx):
             if isinstance(rec, MetricSample):
@@ -137,6 +143,8 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
                 events.append(rec)
     except Exception as exc:  # a parser bug must cost one file, not the analysis
         ctx.warn(f"parser {parser.name} failed: {type(exc).__name__}: {exc}")
+    finally:
+        doc.progress = None  # the document outlives the parse (evidence context, the TUI)
     if doc.truncated_lines:
         ctx.warn(f"{doc.truncated_lines} line(s) longer than 1 MiB were cut")
     events = place_boot_relative(events, item.boot_time_ns)
@@ -147,21 +155,37 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
 
 
 def analyze(paths: Sequence[str], options: Options | None = None,
-            progress: Callable[[str], None] | None = None) -> Analysis:
-    """Read every input, build one timeline, and run the signatures over it."""
+            progress: Callable[[str], None] | None = None,
+            on_progress: Callable[[Progress], None] | None = None) -> Analysis:
+    """Read every input, build one timeline, and run the signatures over it.
+
+    ``progress(name)`` is called as each input file begins; ``on_progress`` gets a
+    :class:`~forensics.progress.Progress` (input bytes done of the total, the file) a few times a
+    second, also within one big file, and once more, full, when all files are read."""
     from forensics import match
 
     options = options or Options()
     signatures = match.load_signatures(options.signature_dirs)
     notable = match.notable_literals(signatures)
+    meter = None
+    parse_share = 1.0
+    if on_progress is not None:
+        from forensics.progress import READ_SHARE, Meter
+
+        meter = Meter(input_size(paths, options.limits), on_progress)
+        parse_share = 1.0 - READ_SHARE
     sources: list[SourceReport] = []
     per_source: list[tuple[list[Event], list[MetricSample]]] = []
-    for item in expand_inputs(paths, options.limits):
+    for item in expand_inputs(paths, options.limits, meter):
         if progress:
             progress(item.display)
-        report, events, metrics = parse_input(item, options, notable)
+        if meter is not None:
+            meter.step(item.display, item.disk_share * parse_share)
+        report, events, metrics = parse_input(item, options, notable, meter.advance if meter else None)
         sources.append(report)
         per_source.append((events, metrics))
+    if meter is not None:
+        meter.finish()
     timeline = build_timeline(per_source, offsets=options.offsets, names=[s.path for s in sources])
     findings, verdict = match.diagnose(timeline, signatures)
     warnings = [w for s in sources for w in s.warnings] + verdict.warnings

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +21,7 @@ from forensics.errors import ForensicsError, UsageError
 
 if TYPE_CHECKING:
     from forensics.analysis import Options
+    from forensics.progress import ProgressLine
 
 __all__ = ["main"]
 
@@ -66,25 +67,25 @@ def _analysis_options(args: argparse.Namespace) -> Options:
     return Options(signature_dirs=_signature_dirs(args), tz=_parse_tz(args.tz), offsets=_parse_offsets(args.offset))
 
 
-def _progress(args: argparse.Namespace) -> Callable[[str], None] | None:
+def _progress_line(args: argparse.Namespace) -> ProgressLine | None:
+    """The progress bar on stderr, unless ``--quiet`` or stderr is not a terminal."""
     if args.quiet or not sys.stderr.isatty():
         return None
+    from forensics.progress import ProgressLine
 
-    def show(name: str) -> None:
-        sys.stderr.write(f"\r\x1b[Kreading {name[-70:]}")
-        sys.stderr.flush()
-
-    return show
+    return ProgressLine(sys.stderr)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from forensics.analysis import analyze, dumps
     from forensics.report import render_text
 
-    progress = _progress(args)
-    analysis = analyze(args.paths, _analysis_options(args), progress=progress)
-    if progress:
-        sys.stderr.write("\r\x1b[K")
+    line = _progress_line(args)
+    try:
+        analysis = analyze(args.paths, _analysis_options(args), on_progress=line)
+    finally:
+        if line is not None:
+            line.clear()
     if args.format == "json":
         sys.stdout.write(dumps(analysis) + "\n")
     else:

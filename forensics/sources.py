@@ -3,22 +3,31 @@
 Nothing is extracted to disk: archive members are read into memory under size and
 count caps, so path traversal and links out of the archive cannot happen; unsafe
 names are refused with a warning. Gzip is unwrapped by content, never by name.
+
+Progress: :func:`input_size` is the on-disk total, and :func:`expand_inputs` given a
+:class:`~forensics.progress.Meter` credits each file's reading and unpacking to it; every
+:class:`InputFile` says how many on-disk bytes its parse stands for (``share``).
 """
 
 from __future__ import annotations
 
 import io
 import os
-import tarfile
-import zipfile
+import stat
 import zlib
 from collections.abc import Iterator, Sequence
+from contextlib import suppress
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from forensics.errors import UsageError
 
-__all__ = ["Limits", "InputFile", "expand_inputs"]
+if TYPE_CHECKING:
+    from forensics.progress import Meter
+
+__all__ = ["Limits", "InputFile", "expand_inputs", "input_size"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,34 @@ class InputFile:
     tz_name: str | None = None
     receipt_index: bytes | None = None
     warnings: list[str] = field(default_factory=list)
+    #: On-disk bytes this file stands for in the progress count (an archive member: its part of the
+    #: archive); ``None``: its own size.
+    share: float | None = None
+
+    @property
+    def disk_share(self) -> float:
+        return len(self.raw) if self.share is None else self.share
+
+
+#: The meter that :func:`expand_inputs` credits while it runs (a context variable, so that bundle
+#: directories, read through ``bundle.read_bundle_files``, credit it too).
+_METER: ContextVar[Meter | None] = ContextVar("forensics_sources_meter", default=None)
+
+
+def _reading(name: str, size: int) -> None:
+    """A file of ``size`` bytes on disk is being read."""
+    meter = _METER.get()
+    if meter is not None:
+        from forensics.progress import READ_SHARE
+
+        meter.step(name, size * READ_SHARE)
+
+
+def _unpacked(fraction: float) -> None:
+    """That much of the file being read is read and unpacked."""
+    meter = _METER.get()
+    if meter is not None:
+        meter.advance(fraction)
 
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -63,6 +100,8 @@ def _gunzip(raw: bytes, name: str, limits: Limits) -> tuple[bytes, list[str]]:
             chunk = d.decompress(raw[pos : pos + (1 << 20)], limits.max_file_bytes + 1 - out.tell())
             out.write(chunk)
             pos += 1 << 20
+            if pos & ((16 << 20) - 1) == 0:
+                _unpacked(pos / len(raw))
             if out.tell() > limits.max_file_bytes:
                 warnings.append(f"{name}: decompressed size over {limits.max_file_bytes >> 20} MiB, cut there")
                 break
@@ -82,7 +121,9 @@ def _safe_member_name(name: str) -> bool:
     return not p.is_absolute() and ".." not in p.parts and not (len(name) > 1 and name[1] == ":")
 
 
-def _from_tar(raw: bytes, display: str, limits: Limits) -> Iterator[InputFile]:
+def _from_tar(raw: bytes, display: str, limits: Limits, share: float) -> Iterator[InputFile]:
+    import tarfile
+
     total = 0
     try:
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:
@@ -102,12 +143,16 @@ def _from_tar(raw: bytes, display: str, limits: Limits) -> Iterator[InputFile]:
                     continue
                 fh = tar.extractfile(member)
                 if fh is not None:
-                    yield from _classify(fh.read(), name, member.mtime, limits, depth=1)
+                    _unpacked(member.offset_data / len(raw))
+                    yield from _classify(fh.read(), name, member.mtime, limits, depth=1,
+                                         share=share * member.size / len(raw))
     except (tarfile.TarError, EOFError, OSError) as exc:
         yield InputFile(display, b"", warnings=[f"{display}: unreadable tar archive ({exc})"])
 
 
-def _from_zip(raw: bytes, display: str, limits: Limits) -> Iterator[InputFile]:
+def _from_zip(raw: bytes, display: str, limits: Limits, share: float) -> Iterator[InputFile]:
+    import zipfile
+
     total = 0
     try:
         with zipfile.ZipFile(io.BytesIO(raw)) as zf:
@@ -133,7 +178,9 @@ def _from_zip(raw: bytes, display: str, limits: Limits) -> Iterator[InputFile]:
                     mtime = _dt.datetime(*info.date_time).timestamp()
                 except ValueError:
                     pass
-                yield from _classify(zf.read(info), name, mtime, limits, depth=1)
+                _unpacked(info.header_offset / len(raw))
+                yield from _classify(zf.read(info), name, mtime, limits, depth=1,
+                                     share=share * info.compress_size / len(raw))
     except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError, RuntimeError) as exc:
         yield InputFile(display, b"", warnings=[f"{display}: unreadable zip archive ({exc})"])
 
@@ -145,28 +192,34 @@ def _bundle_members(members: Iterator[InputFile]) -> list[InputFile]:
     return bundle.tag_members(list(members))
 
 
-def _classify(raw: bytes, display: str, mtime: float | None, limits: Limits, depth: int) -> Iterator[InputFile]:
-    """Unwrap containers by their content; yield plain files."""
+def _classify(raw: bytes, display: str, mtime: float | None, limits: Limits, depth: int,
+              share: float) -> Iterator[InputFile]:
+    """Unwrap containers by their content; yield plain files (``share``: the on-disk bytes ``raw``
+    stands for, split among an archive's members)."""
     if raw.startswith(GZIP_MAGIC):
         raw, warnings = _gunzip(raw, display, limits)
         if _is_tar(raw) and depth < 2:
-            yield from _bundle_members(_from_tar(raw, display, limits))
+            yield from _bundle_members(_from_tar(raw, display, limits, share))
             return
-        yield InputFile(display, raw, mtime, warnings=warnings)
+        if depth == 0:
+            _unpacked(1.0)
+        yield InputFile(display, raw, mtime, warnings=warnings, share=share)
         return
     if raw.startswith(ZIP_MAGIC) and depth < 2:
-        yield from _bundle_members(_from_zip(raw, display, limits))
+        yield from _bundle_members(_from_zip(raw, display, limits, share))
         return
     if _is_tar(raw) and depth < 2:
-        yield from _bundle_members(_from_tar(raw, display, limits))
+        yield from _bundle_members(_from_tar(raw, display, limits, share))
         return
+    if depth == 0:
+        _unpacked(1.0)  # an archive's members are all read before the first is parsed; a plain file is read
     if raw.startswith(b"ElfFile\x00"):  # binary .evtx: its records as XML text (kind windows-evtx)
         from forensics.parsers.windows_evtx import evtx_to_xml
 
         xml, evtx_warnings = evtx_to_xml(raw)
-        yield InputFile(display, xml, mtime, warnings=[f"{display}: {w}" for w in evtx_warnings])
+        yield InputFile(display, xml, mtime, warnings=[f"{display}: {w}" for w in evtx_warnings], share=share)
         return
-    yield InputFile(display, raw, mtime)
+    yield InputFile(display, raw, mtime, share=share)
 
 
 def _read_file(path: Path, display: str, limits: Limits) -> Iterator[InputFile]:
@@ -176,11 +229,12 @@ def _read_file(path: Path, display: str, limits: Limits) -> Iterator[InputFile]:
             too_big = f"{display}: larger than {limits.max_file_bytes >> 20} MiB, skipped"
             yield InputFile(display, b"", warnings=[too_big])
             return
+        _reading(display, st.st_size)
         raw = path.read_bytes()
     except OSError as exc:
         yield InputFile(display, b"", warnings=[f"{display}: cannot read ({exc.strerror or exc})"])
         return
-    yield from _classify(raw, display, st.st_mtime, limits, depth=0)
+    yield from _classify(raw, display, st.st_mtime, limits, depth=0, share=len(raw))
 
 
 def _walk(root: Path, limits: Limits, bundles: bool = True) -> Iterator[InputFile]:
@@ -207,9 +261,46 @@ def _walk(root: Path, limits: Limits, bundles: bool = True) -> Iterator[InputFil
             yield from _read_file(path, display, limits)
 
 
-def expand_inputs(paths: Sequence[str], limits: Limits | None = None) -> Iterator[InputFile]:
-    """Every input file behind ``paths``, in the order given (directories sorted)."""
+def input_size(paths: Sequence[str], limits: Limits | None = None) -> int:
+    """Bytes on disk of the regular files behind ``paths`` (what :func:`expand_inputs` reads, within
+    ``limits``); a path that is missing or unreadable counts nothing. One ``stat`` per file."""
     limits = limits or Limits()
+    total = count = 0
+    for arg in paths:
+        try:
+            if not os.path.isdir(arg):
+                size = os.stat(arg).st_size
+                total += size if size <= limits.max_file_bytes else 0
+                continue
+            for dirpath, _dirnames, filenames in os.walk(arg, followlinks=False):
+                for fn in filenames:
+                    count += 1
+                    if count > limits.max_members:
+                        return total
+                    st = os.lstat(os.path.join(dirpath, fn))
+                    if stat.S_ISREG(st.st_mode) and st.st_size <= limits.max_file_bytes:
+                        total += st.st_size
+        except OSError:
+            continue
+    return total
+
+
+def expand_inputs(paths: Sequence[str], limits: Limits | None = None,
+                  meter: Meter | None = None) -> Iterator[InputFile]:
+    """Every input file behind ``paths``, in the order given (directories sorted). ``meter`` is
+    credited as files are read (see :func:`input_size` for its total)."""
+    if meter is None:
+        yield from _expand(paths, limits or Limits())
+        return
+    token = _METER.set(meter)
+    try:
+        yield from _expand(paths, limits or Limits())
+    finally:
+        with suppress(ValueError):  # closed from another context (an abandoned generator collected elsewhere)
+            _METER.reset(token)
+
+
+def _expand(paths: Sequence[str], limits: Limits) -> Iterator[InputFile]:
     for arg in paths:
         path = Path(arg)
         if not path.exists():

@@ -9,6 +9,7 @@ buffer for literal anchors and decodes only the lines that hold one, and
 from __future__ import annotations
 
 import codecs
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -16,6 +17,11 @@ __all__ = ["MAX_LINE_BYTES", "Line", "TextDocument", "decode_bytes"]
 
 #: Longest physical line handed to a parser; longer lines are cut (and counted).
 MAX_LINE_BYTES = 1 << 20
+#: Bytes read between two calls of :attr:`TextDocument.progress` (a few hundred per GB).
+PROGRESS_STEP = 4 << 20
+#: Part of a parse's progress that the literal scan of :meth:`TextDocument.candidate_starts` stands
+#: for; reading the candidate lines it found is the rest.
+SCAN_SHARE = 0.5
 
 
 class Line(NamedTuple):
@@ -45,7 +51,8 @@ def decode_bytes(raw: bytes) -> tuple[bytes, str]:
 class TextDocument:
     """A whole text file in memory, addressed by line number and byte offset."""
 
-    __slots__ = ("_line_starts", "data", "encoding", "path", "truncated_lines")
+    __slots__ = ("_line_starts", "_next_report", "_progress", "_scanned", "data", "encoding", "path",
+                 "truncated_lines")
 
     def __init__(self, data: bytes, path: str, encoding: str = "utf-8") -> None:
         self.data = data
@@ -53,6 +60,9 @@ class TextDocument:
         self.encoding = encoding
         self.truncated_lines = 0
         self._line_starts: list[int] | None = None
+        self._progress: Callable[[float], None] | None = None
+        self._next_report = sys.maxsize
+        self._scanned = False
 
     @classmethod
     def from_bytes(cls, raw: bytes, path: str) -> TextDocument:
@@ -61,6 +71,31 @@ class TextDocument:
 
     def __len__(self) -> int:
         return len(self.data)
+
+    # -- progress -----------------------------------------------------------------------------
+    @property
+    def progress(self) -> Callable[[float], None] | None:
+        """Called with the fraction (0–1) of the parse done, every :data:`PROGRESS_STEP` bytes of
+        lines read and every chunk of a literal scan; never per line. Set it for one parse, then
+        back to ``None``."""
+        return self._progress
+
+    @progress.setter
+    def progress(self, hook: Callable[[float], None] | None) -> None:
+        self._progress = hook
+        self._next_report = 0 if hook is not None else sys.maxsize
+        self._scanned = False
+
+    def _report(self, offset: int) -> None:
+        """Tell the hook that lines up to byte ``offset`` are read (after a scan: its second half)."""
+        self._next_report = offset + PROGRESS_STEP
+        if self._progress is not None and self.data:
+            base = SCAN_SHARE if self._scanned else 0.0
+            self._progress(base + (1.0 - base) * min(1.0, offset / len(self.data)))
+
+    def _report_scan(self, fraction: float) -> None:
+        if self._progress is not None:
+            self._progress(SCAN_SHARE * fraction)
 
     # -- decoding -----------------------------------------------------------------------------
     def _decode(self, start: int, end: int) -> str:
@@ -76,12 +111,16 @@ class TextDocument:
         """Every line from ``start_offset`` (which must be a line start) to the end."""
         data, pos, no = self.data, start_offset, start_no
         size = len(data)
+        next_report = self._next_report
         while pos < size:
             nl = data.find(b"\n", pos)
             end = size if nl < 0 else nl
             yield Line(no, pos, self._decode(pos, end))
             pos = end + 1
             no += 1
+            if pos >= next_report:
+                self._report(pos)
+                next_report = self._next_report
 
     def head(self, n: int = 40) -> list[str]:
         """The first ``n`` non-empty lines, for format detection."""
@@ -191,7 +230,12 @@ class TextDocument:
         if not lits:
             return []
         capped = {lit for lit in limited if lit} - plain - tails - samp
-        return _hit_line_starts(self.data, lits, capped, limit, tails, samp if every > 1 else set(), every)
+        report = self._report_scan if self._progress is not None else None
+        starts = _hit_line_starts(self.data, lits, capped, limit, tails, samp if every > 1 else set(), every, report)
+        if report is not None:
+            report(1.0)
+            self._scanned = True
+        return starts
 
     def line_numberer(self) -> Callable[[int], int]:
         """``number(offset)``: the 1-based line number of ``offset``; offsets must not decrease
@@ -211,6 +255,8 @@ class TextDocument:
     def lines_at(self, start: int, line_no: int, literals: Iterable[bytes] = ()) -> list[Line]:
         """The line starting at ``start``; an over-long line as the windows around its ``literals`` hits."""
         data = self.data
+        if start >= self._next_report:
+            self._report(start)
         nl = data.find(b"\n", start)
         end = len(data) if nl < 0 else nl
         if end - start <= MAX_LINE_BYTES:
@@ -268,17 +314,32 @@ def _hs_database(lits: tuple[bytes, ...], tails: frozenset[bytes] = frozenset())
     return db
 
 
+Report = Callable[[float], None]
+
+
+def _part(report: Report | None, start: float, share: float) -> Report | None:
+    """``report`` for one part of a scan: its 0–1 mapped onto ``start .. start + share``."""
+    if report is None:
+        return None
+    return lambda fraction: report(start + share * fraction)
+
+
 def _hit_line_starts(data: bytes, lits: list[bytes], capped: set[bytes], limit: int, tails: set[bytes],
-                     sampled: set[bytes] = frozenset(), every: int = 1) -> list[int]:  # type: ignore[assignment]
+                     sampled: set[bytes] = frozenset(), every: int = 1,  # type: ignore[assignment]
+                     report: Report | None = None) -> list[int]:
     """Sorted start offsets of the lines that hold any of ``lits`` (``capped`` ones: first ``limit`` lines;
-    ``tails``: only after the line's last ``\\r``; lines hit only by ``sampled``: one in ``every``)."""
+    ``tails``: only after the line's last ``\\r``; lines hit only by ``sampled``: one in ``every``).
+    ``report`` hears the fraction of the scan done, a few times per pass."""
     frozen = frozenset(tails)
     if len(data) >= HS_MIN_BYTES and len(data) < (1 << 32) - 1 and _hyperscan_available():
-        return _hs_line_starts(data, lits, capped, limit, frozen, frozenset(sampled), every)
+        return _hs_line_starts(data, lits, capped, limit, frozen, frozenset(sampled), every, report)
     if not sampled:
-        return sorted(set(_hit_line_starts_find(data, lits, capped, limit, {}, tails)))
-    others = set(_hit_line_starts_find(data, [lit for lit in lits if lit not in sampled], capped, limit, {}, tails))
-    only = sorted(set(_hit_line_starts_find(data, sorted(sampled), set(), limit, {}, tails)) - others)
+        return sorted(set(_hit_line_starts_find(data, lits, capped, limit, {}, tails, report)))
+    plain = [lit for lit in lits if lit not in sampled]
+    share = len(plain) / len(lits)
+    others = set(_hit_line_starts_find(data, plain, capped, limit, {}, tails, _part(report, 0.0, share)))
+    only = sorted(set(_hit_line_starts_find(data, sorted(sampled), set(), limit, {}, tails,
+                                            _part(report, share, 1.0 - share))) - others)
     keep = set(only[::every])
     if only:
         keep.add(only[-1])
@@ -294,19 +355,22 @@ class _Stop(Exception):
 
 
 def _hs_line_starts(data: bytes, lits: list[bytes], capped: set[bytes], limit: int,
-                    tails: frozenset[bytes], sampled: frozenset[bytes] = frozenset(), every: int = 1) -> list[int]:
+                    tails: frozenset[bytes], sampled: frozenset[bytes] = frozenset(), every: int = 1,
+                    report: Report | None = None) -> list[int]:
     """Two Hyperscan passes: the uncapped literals (one database, compiled once per literal set and
     cached), then the capped ones (plain literals, cheap to recompile when one is spent)."""
     free = [lit for lit in lits if lit not in capped]
     limited = [lit for lit in lits if lit in capped]
-    starts = _hs_pass(data, free, set(), limit, tails, sampled, every) if free else []
+    first = 0.5 if free and limited else 1.0
+    starts = _hs_pass(data, free, set(), limit, tails, sampled, every, _part(report, 0.0, first)) if free else []
     if limited:
-        starts = sorted(set(starts) | set(_hs_pass(data, limited, capped, limit, frozenset())))
+        rest = _hs_pass(data, limited, capped, limit, frozenset(), report=_part(report, 1.0 - first, first))
+        starts = sorted(set(starts) | set(rest))
     return starts
 
 
 def _hs_pass(data: bytes, lits: list[bytes], capped: set[bytes], limit: int, tails: frozenset[bytes],
-             sampled: frozenset[bytes] = frozenset(), every: int = 1) -> list[int]:
+             sampled: frozenset[bytes] = frozenset(), every: int = 1, report: Report | None = None) -> list[int]:
     """One Hyperscan pass over ``data`` in chunks (overlapping by the longest literal).
 
     When a capped literal exceeds ``limit`` the scan stops and resumes at that line with a
@@ -333,7 +397,8 @@ def _hs_pass(data: bytes, lits: list[bytes], capped: set[bytes], limit: int, tai
         while active:
             db = _hs_database(tuple(active), tails)
             if db is None:
-                return sorted(set(starts) | set(_hit_line_starts_find(data, active, capped, limit, counts, tails)))
+                return sorted(set(starts) | set(_hit_line_starts_find(data, active, capped, limit, counts, tails,
+                                                                      report)))
             local = active
             resume = -1
             scan_base = base
@@ -377,17 +442,22 @@ def _hs_pass(data: bytes, lits: list[bytes], capped: set[bytes], limit: int, tai
             active = [lit for lit in active if counts.get(lit, 0) <= limit // 2]
             base = max(resume, chunk_start)
         chunk_start = chunk_end
+        if report is not None:
+            report(chunk_end / size)
     if last_dropped >= 0:
         starts.append(last_dropped)
     return sorted(set(starts))
 
 
 def _hit_line_starts_find(data: bytes, lits: list[bytes], capped: set[bytes], limit: int,
-                          counts: dict[bytes, int], tails: set[bytes] | frozenset[bytes]) -> list[int]:
+                          counts: dict[bytes, int], tails: set[bytes] | frozenset[bytes],
+                          report: Report | None = None) -> list[int]:
     """The pure-Python sweep: one ``find`` pass per literal, jumping to the next line after each hit."""
     hits: list[int] = []
     find, rfind = data.find, data.rfind
-    for lit in lits:
+    for done, lit in enumerate(lits):
+        if report is not None and done:
+            report(done / len(lits))
         budget = limit - counts.get(lit, 0) if lit in capped else -1
         is_tail = lit in tails
         pos = find(lit)

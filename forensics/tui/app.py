@@ -114,15 +114,12 @@ class ForensicsApp(App[int]):
                 analysis = self._loader()
             else:
                 from forensics.analysis import analyze
+                from forensics.progress import Progress, describe
 
-                count = 0
+                def progress(p: Progress) -> None:
+                    self.post_message(Progressed(describe(p)))
 
-                def progress(name: str) -> None:
-                    nonlocal count
-                    count += 1
-                    self.post_message(Progressed(f"reading file {count}: {name[-70:]}"))
-
-                analysis = analyze(self.paths, self.options, progress=progress)
+                analysis = analyze(self.paths, self.options, on_progress=progress)
             events, samples = len(analysis.timeline.events), len(analysis.timeline.metrics)
             self.post_message(Progressed(f"arranging {events:,} events and {samples:,} samples…"))
             model = build_model(analysis)
