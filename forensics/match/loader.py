@@ -5,13 +5,26 @@ the pattern exactly as written. ``check_file`` returns all problems (for
 ``forensics lint-signatures``); ``load_file`` raises :class:`SignatureError` on the
 first one (for ``analyze``). Shipped signatures live in the package
 ``forensics.signatures`` and are read with :mod:`importlib.resources`.
+
+Loading the 52 shipped files costs ~0.1 s (TOML, checks, compiling ~230 regexes), more than
+the rest of a small analysis, so :func:`load_signatures` keeps the compiled signatures in a
+per-user cache file (a pickle: ``regex`` patterns pickle their compiled program). An entry is
+keyed by the signature file's path, mtime and size; the file's name by this package's version,
+the Python and ``regex`` versions and this module's and the schema's own files, so any change
+to what loading produces starts a new cache. It is read only when owned by the user and not
+writable by others; any problem with it falls back to loading. ``$FORENSICS_CACHE_DIR`` moves
+it; set to an empty value it turns it off.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
+import pickle
 import re
-import tomllib
+import sys
+import tempfile
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -338,6 +351,8 @@ def _check_examples(c: _Checker, data: Any) -> list[Example]:
 def check_text(text: str, path: str, stem: str | None = None) -> tuple[Signature | None, list[Problem]]:
     """Validate and compile one signature file's text. Returns the signature (None if it
     has errors) and every problem found, warnings included."""
+    import tomllib  # only when a file is compiled, not when the cache has it
+
     c = _Checker(path, text)
     try:
         data = tomllib.loads(text)
@@ -463,15 +478,103 @@ def shipped_paths() -> list[Path]:
     return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith(".toml"))
 
 
+# -- the per-user cache of compiled signatures ----------------------------------------------------
+
+CACHE_ENV = "FORENSICS_CACHE_DIR"
+_Key = tuple[str, int, int]  # path, mtime_ns, size
+#: Signatures this process has loaded or read from the cache file.
+_loaded: dict[_Key, Signature] = {}
+
+
+def cache_dir() -> Path | None:
+    """Where the compiled signatures are kept (``None``: nowhere)."""
+    env = os.environ.get(CACHE_ENV)
+    if env is not None:
+        return Path(env) if env else None
+    base = os.environ.get("LOCALAPPDATA") if os.name == "nt" else os.environ.get("XDG_CACHE_HOME")
+    return Path(base or Path.home() / ".cache") / "gpu-forensics"
+
+
+def _cache_file() -> Path | None:
+    directory = cache_dir()
+    if directory is None:
+        return None
+    from forensics import __version__
+    from forensics.match import schema
+
+    stamp = [__version__, sys.version, str(getattr(regex, "__version__", ""))]
+    for module_file in (__file__, schema.__file__ or ""):
+        try:
+            st = os.stat(module_file)
+            stamp.append(f"{module_file}:{st.st_mtime_ns}:{st.st_size}")
+        except OSError:
+            return None
+    text = "\0".join(stamp).encode()
+    digest = f"{zlib.crc32(text):08x}{zlib.adler32(text):08x}"
+    return directory / f"signatures-{digest}.pickle"
+
+
+def _read_cache(path: Path) -> dict[_Key, Signature]:
+    """The cache file's entries; empty when it is missing, foreign, writable by others or unreadable."""
+    try:
+        with path.open("rb") as fh:
+            st = os.fstat(fh.fileno())
+            if (hasattr(os, "getuid") and st.st_uid != os.getuid()) or st.st_mode & 0o022:
+                return {}
+            data = pickle.load(fh)
+    except Exception:  # missing, truncated, or written by code that no longer matches: load instead
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, Signature)}
+
+
+def _write_cache(path: Path, entries: dict[_Key, Signature]) -> None:
+    """Replace the cache file atomically; a cache that cannot be written is no error."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".signatures-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(entries, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except Exception:
+        pass
+
+
+def _key(path: Path) -> _Key:
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise SignatureError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return str(path), st.st_mtime_ns, st.st_size
+
+
 def load_signatures(extra_dirs: Iterable[Path] = ()) -> list[Signature]:
     """The shipped signatures plus those in ``extra_dirs``; a later file with the same id
-    replaces an earlier one (so a user can override a shipped signature)."""
-    by_id: dict[str, Signature] = {}
-    for path in shipped_paths():
-        sig = load_file(path)
-        by_id[sig.id] = sig
+    replaces an earlier one (so a user can override a shipped signature). Compiled signatures
+    come from this process's memory, else the cache file (see the module docstring)."""
+    paths = shipped_paths()
     for d in extra_dirs:
-        for path in signature_files(Path(d)):
-            sig = load_file(path)
-            by_id[sig.id] = sig
+        paths += signature_files(Path(d))
+    keys = [_key(path) for path in paths]
+    cache = None
+    if any(k not in _loaded for k in keys) and (cache := _cache_file()) is not None:
+        stored = _read_cache(cache)
+        _loaded.update((k, stored[k]) for k in keys if k in stored and k not in _loaded)
+    compiled = False
+    by_id: dict[str, Signature] = {}
+    for key in keys:
+        sig = _loaded.get(key)
+        if sig is None:
+            sig = _loaded[key] = _load_cached(*key)
+            compiled = True
+        by_id[sig.id] = sig
+    if compiled and cache is not None:
+        _write_cache(cache, {k: _loaded[k] for k in keys})
+    if len(_loaded) > 4096:
+        _loaded.clear()
     return list(by_id.values())
