@@ -12,6 +12,14 @@ unless joining would give one row two different values of a single-valued field 
 reused by another job, a sub-communicator's rank), in which case they stay apart. Ranks are
 taken from NCCL only for the largest communicator seen (the world), since sub-communicators
 number their ranks from 0. Events without a host join the only named host when there is one.
+
+Only GPUs become rows. A PCI address is a GPU's when a parser put it in ``Event.gpu`` (NVML,
+nvidia-smi, lspci NVIDIA devices, an ``nvidia`` driver line) or when it is the ``pci``/``bus_id``
+of an event whose kind speaks of GPUs (Xid and NVRM lines, NVML events, nvidia-smi, NCCL's
+busId); the ``pci`` of any other event (an AER line from a root port, an IOMMU fault of a NIC, an
+NVSwitch SXid) names no GPU. Such an event gets a GPU only when an address it names is one already
+known: its own ``pci``, or for AER the device behind the port that the message names
+(``AER: Corrected error received: 0000:b8:00.0``).
 """
 
 from __future__ import annotations
@@ -21,12 +29,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forensics.events import Event, MetricSample
-from forensics.pci import normalize_pci
+from forensics.pci import find_pci, normalize_pci
 
 __all__ = ["Identity", "IdentityTable", "build_identity"]
 
 _SINGLE = ("rank", "local_rank", "gpu_index", "uuid", "pci")
 _HOST_SCOPED = ("local_rank", "gpu_index", "pci", "pid")
+#: event kinds whose ``pci``/``bus_id`` attr is a GPU's address
+_GPU_KINDS = frozenset({"xid", "nvrm", "ecc", "gpu-lost", "gpu-info", "nvidia-smi", "nccl"})
 
 
 @dataclass(frozen=True)
@@ -84,10 +94,32 @@ def _int(value: Any) -> int | None:
     return None
 
 
+def _gpu_address(kind: str, attrs: Mapping[str, Any]) -> str | None:
+    """The GPU address an event's attrs state, for kinds that speak of GPUs (an SXid names a switch)."""
+    if kind not in _GPU_KINDS or "sxid" in attrs:
+        return None
+    return normalize_pci(attrs.get("pci")) or normalize_pci(attrs.get("bus_id"))
+
+
+def _named_addresses(event: Event) -> list[str]:
+    """PCI addresses an event names that may be its GPU, most direct first: its ``gpu``, its
+    ``pci``, and for AER the reporting device and every address in the message."""
+    found = [event.gpu if event.gpu and not event.gpu.isdigit() else None, event.attrs.get("pci")]
+    if event.kind == "aer":
+        found.append(event.attrs.get("source_pci"))
+        found.extend(find_pci(word) for word in event.message.split() if ":" in word)
+    out: list[str] = []
+    for value in found:
+        norm = normalize_pci(value) if isinstance(value, str) else None
+        if norm and norm not in out:
+            out.append(norm)
+    return out
+
+
 def _fact(host: str | None, attrs: Mapping[str, Any], kind: str, gpu: str | None, rank: int | None,
           pid: int | None, world: int | None) -> _Group | None:
     g = _Group(host)
-    pci = normalize_pci(attrs.get("pci")) or normalize_pci(attrs.get("bus_id"))
+    pci = _gpu_address(kind, attrs)
     if gpu and not pci:
         if gpu.isascii() and gpu.isdigit():
             g.values["gpu_index"] = int(gpu)
@@ -174,9 +206,11 @@ class IdentityTable:
             return event
         attrs = event.attrs
         pid = event.pid if event.pid is not None else _int(attrs.get("pid"))
-        row = self.find(event.host, pci=event.gpu if event.gpu and not event.gpu.isdigit() else attrs.get("pci"),
-                        uuid=attrs.get("uuid") if isinstance(attrs.get("uuid"), str) else None,
-                        rank=event.rank, pid=pid, local_rank=_int(attrs.get("local_rank")))
+        host = self._host(event.host)
+        row = next((r for a in _named_addresses(event) if (r := self._index.get(("pci", host, a))) is not None), None)
+        if row is None:
+            row = self.find(event.host, uuid=attrs.get("uuid") if isinstance(attrs.get("uuid"), str) else None,
+                            rank=event.rank, pid=pid, local_rank=_int(attrs.get("local_rank")))
         if row is None:
             return event
         gpu = event.gpu if event.gpu is not None else row.gpu

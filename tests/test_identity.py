@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from forensics.analysis import analyze
 from forensics.events import Event, MetricSample, Origin, TsSource
 from forensics.identity import Identity, IdentityTable, build_identity
 from forensics.pci import find_pci, normalize_pci, pci_from_aer_id
@@ -130,3 +132,44 @@ def test_timeline_fills_rank_on_kernel_events() -> None:
     placed = next(e for e in tl.events if e.kind == "xid")
     assert placed.rank == 6
     assert tl.identity.find(rank=6) is not None
+
+
+def test_a_root_port_is_not_a_gpu() -> None:
+    # Shape of the kernel's AER report from a root port (corpus popos3363): the port's address is no GPU.
+    aer = ev("aer", message="pcieport 0000:b7:01.0: AER: Corrected error received: 0000:b7:01.0",
+             pci="0000:b7:01.0", driver="pcieport", source_pci="0000:b7:01.0", severity="corrected")
+    sxid = ev("nvrm", message="nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 12028", sxid=12028, pci="0000:07:00.0")
+    iommu = ev("iommu", message="DMAR: [DMA Read] Request device [5e:00.0] fault", pci="0000:5e:00.0")
+    table = build_identity([aer, sxid, iommu])
+    assert len(table) == 0
+    assert table.fill(aer).gpu is None
+    tl = build_timeline([([aer, sxid, iommu], [])])
+    assert [e.gpu for e in tl.events] == [None, None, None]
+
+
+def test_aer_names_the_gpu_behind_the_port_when_the_logs_know_it() -> None:
+    xid = ev("xid", gpu="0000:b8:00.0", xid=79, pci="0000:b8:00.0")
+    behind = ev("aer", message="pcieport 0000:b7:01.0: AER: Uncorrected (Fatal) error received: 0000:b8:00.0",
+                pci="0000:b7:01.0", driver="pcieport", source_pci="0000:b8:00.0", severity="fatal")
+    port_only = ev("aer", message="pcieport 0000:b7:01.0: AER: Corrected error received: 0000:b7:01.0",
+                   pci="0000:b7:01.0", driver="pcieport", source_pci="0000:b7:01.0", severity="corrected")
+    other_port = ev("aer", message="pcieport 0000:17:01.0: AER: Corrected error received: 0000:18:00.0",
+                    pci="0000:17:01.0", driver="pcieport", source_pci="0000:18:00.0", severity="corrected")
+    table = build_identity([xid, behind, port_only, other_port])
+    assert [r.pci for r in table] == ["0000:b8:00.0"]
+    assert [table.fill(e).gpu for e in (behind, port_only, other_port)] == ["0000:b8:00.0", None, None]
+
+
+def test_kernel_log_aer_and_xid_end_to_end(tmp_path: Path) -> None:
+    log = tmp_path / "dmesg.txt"
+    log.write_text(
+        "[ 9000.100000] pcieport 0000:b7:01.0: AER: Corrected error received: 0000:b7:01.0\n"
+        "[ 9000.100010] pcieport 0000:b7:01.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, "
+        "(Receiver ID)\n"
+        "[ 9001.200000] pcieport 0000:b7:01.0: AER: Uncorrected (Fatal) error received: 0000:b8:00.0\n"
+        "[ 9001.300000] NVRM: Xid (PCI:0000:b8:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+    )
+    analysis = analyze([str(log)])
+    got = [(e.kind, e.gpu) for e in analysis.timeline.events if e.kind in ("aer", "xid")]
+    assert got == [("aer", None), ("aer", None), ("aer", "0000:b8:00.0"), ("xid", "0000:b8:00.0")]
+    assert [r.pci for r in analysis.timeline.identity] == ["0000:b8:00.0"]
