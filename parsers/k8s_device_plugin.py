@@ -3,7 +3,8 @@
 
 ``XidCriticalError: Xid=69 on Device=GPU-…, the device will go unhealthy.`` becomes an ``xid``
 event (attrs ``xid``, ``uuid``; ``gpu`` = the UUID); ``device marked unhealthy`` and other
-failures become ``log`` events.
+failures become ``log`` events. klog stamps print no year: they are placed like every other
+year-less stamp (``stream_text.place_yearless``) and marked ``year_inferred``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime
 
 from forensics.events import Event, Severity, TsSource
 from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.stream_text import Stamp, place_yearless
 from forensics.parsers.windows_events import stamp
 from forensics.textdoc import TextDocument
 
@@ -54,40 +56,47 @@ E1114 10:20:01.000123       1 health.go:159] XidCriticalError: Xid=79 on Device=
         return 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+        out: list[Event] = []
+        yearless: list[tuple[int, Stamp]] = []  # (index in out, klog stamp)
         for line in doc.lines():
             text = line.text.rstrip()
             g, k = _GOLOG.match(text), None if _GOLOG.match(text) else _KLOG.match(text)
-            if g:
-                parts = [int(x) for x in g.groups()[:6]]
-                frac, body, level = g.group(7), g.group(8), ""
-            elif k:
-                if ctx.year is None:
-                    parts = []
-                else:
-                    parts = [ctx.year, int(k.group(2)), int(k.group(3)), int(k.group(4)), int(k.group(5)),
-                             int(k.group(6))]
-                frac, body, level = k.group(7), k.group(8), k.group(1)
-            else:
-                continue
             ts, ts_source = None, TsSource.NONE
-            if parts:
-                y, mo, d, h, mi, s = parts
+            klog: Stamp | None = None
+            if g:
+                y, mo, d, h, mi, s = (int(x) for x in g.groups()[:6])
+                frac, body, level = g.group(7), g.group(8), ""
                 with contextlib.suppress(ValueError):
                     ts, ts_source = stamp(datetime(y, mo, d, h, mi, s, int((frac or "0")[:6].ljust(6, "0"))), ctx)
+            elif k:
+                frac, body, level = k.group(7), k.group(8), k.group(1)
+                klog = Stamp(None, int(k.group(2)), int(k.group(3)), int(k.group(4)), int(k.group(5)),
+                             int(k.group(6)), int((frac or "0")[:9].ljust(9, "0")))
+            else:
+                continue
             xm = _XID.search(body + " ")
             um = _UNHEALTHY.search(body)
             if xm:
                 uuid = xm.group(2).rstrip(",;")
-                yield Event(ts=ts, ts_source=ts_source, source=ctx.source, kind="xid", message=body.strip(),
-                            origin=ctx.origin(line), severity=Severity.ERROR, host=ctx.host, gpu=uuid,
-                            attrs={"xid": int(xm.group(1)), "uuid": uuid, "tool": self.name})
+                out.append(Event(ts=ts, ts_source=ts_source, source=ctx.source, kind="xid", message=body.strip(),
+                                 origin=ctx.origin(line), severity=Severity.ERROR, host=ctx.host, gpu=uuid,
+                                 attrs={"xid": int(xm.group(1)), "uuid": uuid, "tool": self.name}))
             elif um or level in ("E", "F") or _FAIL.search(body):
                 uuid = um.group(1) if um else None
-                yield Event(ts=ts, ts_source=ts_source, source=ctx.source, kind="log", message=body.strip(),
-                            origin=ctx.origin(line),
-                            severity=Severity.ERROR if level in ("E", "F") else Severity.WARNING,
-                            host=ctx.host, gpu=uuid,
-                            attrs={"uuid": uuid, "unhealthy": bool(um), "tool": self.name})
+                out.append(Event(ts=ts, ts_source=ts_source, source=ctx.source, kind="log", message=body.strip(),
+                                 origin=ctx.origin(line),
+                                 severity=Severity.ERROR if level in ("E", "F") else Severity.WARNING,
+                                 host=ctx.host, gpu=uuid,
+                                 attrs={"uuid": uuid, "unhealthy": bool(um), "tool": self.name}))
+            else:
+                continue
+            if klog is not None:
+                yearless.append((len(out) - 1, klog))
+        if yearless:
+            placed = place_yearless([(out[i], st) for i, st in yearless], ctx)
+            for (i, _), event in zip(yearless, placed, strict=True):
+                out[i] = event
+        yield from out
 
 
 PARSER = K8sDevicePluginParser()

@@ -41,6 +41,7 @@ from forensics.parsers.stream_text import (
     Follower,
     Stamp,
     clean,
+    place_yearless,
     record_starts,
     segments,
     split_body,
@@ -158,6 +159,8 @@ class _Scan:
         self.repeats: Counter[str] = Counter()
         self.nccl_comms: set[tuple[int, str]] = set()
         self.pending_assert: dict[str, Any] | None = None
+        #: id(event) -> its year-less printed stamp, placed once the file is read (place_yearless)
+        self.yearless: dict[int, Stamp] = {}
         self._n = 0
         self.last_n = 0
 
@@ -168,7 +171,8 @@ class _Scan:
              gpu: str | None = None, host: str | None = None, hold: bool = False) -> Event:
         printed = stamp or body.stamp
         ts, src = timestamp(printed, self.ctx, line.offset)
-        if printed is not None and printed.year is None and ts is not None and src is not TsSource.RECEIPT:
+        yearless = printed is not None and printed.year is None and ts is not None and src is not TsSource.RECEIPT
+        if yearless:
             attrs = attrs if attrs is not None else {}
             attrs[YEAR_INFERRED] = True  # a glog/vLLM/syslog stamp: its year is the file's date
         if rank is None:
@@ -185,6 +189,8 @@ class _Scan:
                    host=self.ctx.host or host or body.host, gpu=gpu, rank=rank, pid=pid,
                    attrs=MappingProxyType(attrs) if attrs else EMPTY_ATTRS,
                    detail=detail if detail and detail.strip() != message.strip() else "")
+        if yearless and printed is not None:
+            self.yearless[id(ev)] = printed
         self._n += 1
         self.last_n = self._n
         if not hold:
@@ -679,7 +685,13 @@ class _Scan:
                 last = (self.thinner.seen, (line.offset, self.last_n, ev))
         self.events.extend(self.thinner.kept(last))
         self.events.sort(key=lambda item: (item[0], item[1]))
-        return [ev for _, _, ev in self.events]
+        out = [ev for _, _, ev in self.events]
+        at = [i for i, ev in enumerate(out) if id(ev) in self.yearless]
+        if at:
+            placed = place_yearless([(out[i], self.yearless[id(out[i])]) for i in at], self.ctx)
+            for i, ev in zip(at, placed, strict=True):
+                out[i] = ev
+        return out
 
 
 def _source_like(s: str) -> bool:

@@ -7,17 +7,23 @@ are peeled off into fields: ``srun --label`` ``N:``, ``[rankN]:``, Ray/vLLM ``(W
 and logging headers with a level and a time stamp (vLLM, glog, DeepSpeed, transformers, ISO,
 std logging, journald). What is left is the *body* that record recognizers read.
 
-Time stamps are parsed with exact, precompiled patterns and integer arithmetic; a stamp without
-a year borrows ``ctx.year``, and a wall-clock stamp is placed with ``ctx.tz`` when known.
+Time stamps are parsed with exact, precompiled patterns and integer arithmetic; a wall-clock stamp
+is placed with ``ctx.tz`` when known. A stamp without a year (glog ``E0514``, c10d ``[E321 …]``,
+vLLM ``INFO 10-03``) borrows ``ctx.year`` while the file is read; once it is read,
+:func:`place_yearless` gives those stamps their years the way the kernel logs get theirs
+(:class:`forensics.clock.YearlessClock`: December → January rolls over, the file's mtime bounds the
+newest stamp).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC
 
-from forensics.events import TsSource
+from forensics.clock import YEAR_INFERRED, YearlessClock, wall_to_ns
+from forensics.events import Event, TsSource
 from forensics.parsers.base import ParseContext
 from forensics.textdoc import Line, TextDocument
 
@@ -27,6 +33,7 @@ __all__ = [
     "Follower",
     "Stamp",
     "clean",
+    "place_yearless",
     "segments",
     "split_body",
     "stamp_ns",
@@ -77,32 +84,32 @@ class Stamp:
     utc: bool = False
 
 
-def _days_from_civil(y: int, m: int, d: int) -> int:
-    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm)."""
-    y -= m <= 2
-    era = (y if y >= 0 else y - 399) // 400
-    yoe = y - era * 400
-    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
 def stamp_ns(stamp: Stamp, ctx: ParseContext) -> tuple[int | None, TsSource]:
-    """UTC nanoseconds of a printed stamp: ``exact`` when its zone is known, else ``local``."""
+    """UTC nanoseconds of a printed stamp: ``exact`` when its zone is known, else ``local``
+    (a year-less stamp provisionally in ``ctx.year``; see :func:`place_yearless`)."""
     year = stamp.year if stamp.year is not None else ctx.year
-    if year is None or not (1 <= stamp.month <= 12 and 1 <= stamp.day <= 31):
+    if year is None:
         return None, TsSource.NONE
-    if stamp.hour > 23 or stamp.minute > 59 or stamp.second > 60:
-        return None, TsSource.NONE
-    if ctx.tz is not None and not stamp.utc:
-        try:
-            dt = datetime(year, stamp.month, stamp.day, stamp.hour, stamp.minute, min(stamp.second, 59),
-                          tzinfo=ctx.tz)
-        except ValueError:
-            return None, TsSource.NONE
-        return int(dt.timestamp()) * 1_000_000_000 + stamp.nanos, TsSource.EXACT
-    secs = _days_from_civil(year, stamp.month, stamp.day) * 86400 + stamp.hour * 3600 + stamp.minute * 60 + stamp.second
-    return secs * 1_000_000_000 + stamp.nanos, TsSource.EXACT if stamp.utc else TsSource.LOCAL
+    placed = wall_to_ns(year, stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second, stamp.nanos,
+                        UTC if stamp.utc else ctx.tz)
+    return placed if placed is not None else (None, TsSource.NONE)
+
+
+def place_yearless(items: Sequence[tuple[Event, Stamp]], ctx: ParseContext) -> list[Event]:
+    """One file's events whose printed stamps had no year, in file order, placed by
+    :class:`~forensics.clock.YearlessClock` (rollover at New Year, bounded by ``ctx.mtime_ns``) and
+    marked ``year_inferred``. An event whose stamp makes no date in its year keeps its time."""
+    clock = YearlessClock(ctx.year, ctx.tz, ctx.mtime_ns)
+    for _, st in items:
+        clock.add(st.month, st.day, st.hour, st.minute, st.second, st.nanos)
+    out: list[Event] = []
+    for (event, _), placed in zip(items, clock.resolve(), strict=True):
+        if placed is None:
+            out.append(event)
+            continue
+        attrs = event.attrs if event.attrs.get(YEAR_INFERRED) else {**event.attrs, YEAR_INFERRED: True}
+        out.append(replace(event, ts=placed[0], ts_source=placed[1], attrs=attrs))
+    return out
 
 
 def timestamp(stamp: Stamp | None, ctx: ParseContext, offset: int) -> tuple[int | None, TsSource]:

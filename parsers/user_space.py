@@ -76,8 +76,8 @@ def hand_over(events: Sequence[Event], ctx: ParseContext) -> list[Event]:
     def receipt(offset: int) -> int | None:
         return owner_of_offset(offset).ts
 
-    sub = ParseContext(path=ctx.path, source=ctx.source, host=ctx.host, year=ctx.year, tz=ctx.tz,
-                       receipt_ts=receipt, notable=ctx.notable)
+    sub = ParseContext(path=ctx.path, source=ctx.source, host=ctx.host, year=ctx.year, mtime_ns=ctx.mtime_ns,
+                       tz=ctx.tz, receipt_ts=receipt, notable=ctx.notable)
     found: list[Event] = []
     covered: set[int] = set()
     try:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 
-from forensics.events import TsSource
+from forensics.clock import NS, YEAR_INFERRED
+from forensics.events import Event, TsSource
 from forensics.parsers.base import ParseContext
+from forensics.parsers.k8s_device_plugin import PARSER as K8S_PARSER
+from forensics.parsers.process_output import scan
 from forensics.parsers.stream_text import (
     Stamp,
     clean,
@@ -17,6 +20,7 @@ from forensics.parsers.stream_text import (
     stamp_ns,
     timestamp,
 )
+from forensics.textdoc import TextDocument
 
 
 def test_clean_strips_ansi_orphans_and_padding() -> None:
@@ -85,3 +89,72 @@ def test_record_starts_anywhere_in_a_line() -> None:
 def test_srun_label_detection() -> None:
     assert srun_labelled(["0: a", "1: b", "0: c"])
     assert not srun_labelled(["0: a", "plain", "other", "more"])
+
+
+# -- year-less stamps: the kernel logs' year logic (forensics.clock.YearlessClock) -----------------
+
+_GLOG_NEW_YEAR = (
+    # c10d glog stamps print month and day only ("E1231" = 31 December, "E101" = 1 January).
+    "[rank1]:[E1231 23:59:58.100000000 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600060 "
+    "milliseconds before timing out.\n"
+    "E0101 00:00:03.500000 139876 torch/distributed/elastic/multiprocessing/api.py:833] failed (exitcode: -6) "
+    "local_rank: 1 (pid: 4242) of binary: /usr/bin/python3\n"
+    "[rank1]:[E101 00:00:05.000000000 ProcessGroupNCCL.cpp:1168] [Rank 1] To avoid data inconsistency, we are "
+    "taking the entire process down.\n"
+)
+
+
+def _scan(text: str, ctx: ParseContext) -> list[Event]:
+    doc = TextDocument.from_bytes(text.encode(), ctx.path)
+    return [r for r in scan(doc, ctx) if isinstance(r, Event) and r.ts is not None]
+
+
+def _mtime(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> int:
+    return int(datetime(year, month, day, hour, minute, second, tzinfo=UTC).timestamp()) * NS
+
+
+def test_glog_stamps_roll_over_at_new_year() -> None:
+    ctx = ParseContext(path="train.log", source="file:train.log", year=2025, mtime_ns=_mtime(2025, 1, 1, 0, 5))
+    events = _scan(_GLOG_NEW_YEAR, ctx)
+    assert [e.kind for e in events] == ["c10d", "torchrun", "c10d"]
+    assert [e.ts for e in events] == [_mtime(2024, 12, 31, 23, 59, 58) + 100_000_000,
+                                      _mtime(2025, 1, 1, 0, 0, 3) + 500_000_000, _mtime(2025, 1, 1, 0, 0, 5)]
+    assert all(e.attrs[YEAR_INFERRED] is True and e.ts_source is TsSource.LOCAL for e in events)
+
+
+def test_december_lines_in_a_file_written_in_early_january_belong_to_the_year_before() -> None:
+    text = _GLOG_NEW_YEAR.split("E0101")[0]  # the December line only
+    ctx = ParseContext(path="train.log", source="file:train.log", year=2025, mtime_ns=_mtime(2025, 1, 2, 8, 0))
+    events = _scan(text, ctx)
+    assert [e.ts for e in events] == [_mtime(2024, 12, 31, 23, 59, 58) + 100_000_000]
+    # Without the rollover/mtime logic the line would lie in December 2025, after the file was written.
+    vllm = "ERROR 12-30 18:38:55 multiproc_worker_utils.py:226] Worker VllmWorkerProcess pid 77 died, exit code: -9\n"
+    events = _scan(vllm, ctx)
+    assert [(e.ts, e.attrs[YEAR_INFERRED]) for e in events] == [(_mtime(2024, 12, 30, 18, 38, 55), True)]
+
+
+def test_dated_stamps_are_left_alone_beside_yearless_ones() -> None:
+    text = ("[2025-12-31 23:59:59,000] [ERROR] [engine.py:100:step] CUDA error: an illegal memory access was "
+            "encountered\n" + _GLOG_NEW_YEAR)
+    ctx = ParseContext(path="mixed.log", source="file:mixed.log", year=2025, mtime_ns=_mtime(2025, 1, 1, 0, 5))
+    events = _scan(text, ctx)
+    assert events[0].ts == _mtime(2025, 12, 31, 23, 59, 59) and YEAR_INFERRED not in events[0].attrs
+    assert events[1].ts == _mtime(2024, 12, 31, 23, 59, 58) + 100_000_000
+
+
+def test_klog_stamps_of_the_device_plugin_are_year_inferred_and_roll_over() -> None:
+    text = ("I1231 23:50:00.000000       1 main.go:317] Starting FS watcher.\n"
+            "E1231 23:59:30.250000       1 health.go:159] XidCriticalError: Xid=79 on "
+            "Device=GPU-1c9d7c35-0f9e-4c1e-8f5e-3a2b1c0d9e8f; marking device as unhealthy.\n"
+            "E0101 00:00:10.000000       1 health.go:159] 'nvidia.com/gpu' device marked unhealthy: "
+            "GPU-1c9d7c35-0f9e-4c1e-8f5e-3a2b1c0d9e8f\n"
+            "2020/08/10 19:09:42 'nvidia.com/gpu' device marked unhealthy: GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8\n")
+    ctx = ParseContext(path="plugin.log", source="file:plugin.log", year=2025, mtime_ns=_mtime(2025, 1, 1, 1, 0))
+    doc = TextDocument.from_bytes(text.encode(), ctx.path)
+    events = [r for r in K8S_PARSER.parse(doc, ctx) if isinstance(r, Event)]
+    assert [(e.kind, e.ts, e.attrs.get(YEAR_INFERRED)) for e in events] == [
+        ("xid", _mtime(2024, 12, 31, 23, 59, 30) + 250_000_000, True),
+        ("log", _mtime(2025, 1, 1, 0, 0, 10), True),
+        ("log", _mtime(2020, 8, 10, 19, 9, 42), None),  # Go log stamps carry their year
+    ]
