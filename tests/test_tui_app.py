@@ -21,7 +21,7 @@ from forensics.errors import UsageError
 from forensics.events import Severity
 from forensics.tui import demo, run_app
 from forensics.tui.app import ForensicsApp
-from forensics.tui.chart_widgets import LineChart
+from forensics.tui.chart_widgets import LineChart, RateChart
 from forensics.tui.dialogs import HelpScreen, JumpScreen, RawContextScreen
 from forensics.tui.evidence import EvidenceView, evidence_body
 from forensics.tui.metrics_pane import MetricsPane
@@ -345,7 +345,9 @@ async def test_metrics_pick_the_metric_and_show_detector_spans() -> None:
         assert pane.metric == "mem_used_mib"
         await pilot.press("right")
         assert pane.metric == "util_gpu_pct"
-        assert all(chart.metric == "util_gpu_pct" for chart in app.query(LineChart))
+        gpu_charts = [c for c in app.query(LineChart) if not isinstance(c, RateChart)]
+        assert gpu_charts and all(chart.metric == "util_gpu_pct" for chart in gpu_charts)
+        assert app.query_one(RateChart).metric == "tokens_s"  # the training rate from the progress lines stays
         text = screen(app)
         assert "shaded:" in text and "stall" in text and "margin" in text
         assert "utilization: min 0%" in text

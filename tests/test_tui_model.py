@@ -242,6 +242,10 @@ def test_sparkline_levels_and_gaps() -> None:
     assert line == "▁▁▂▃▄▅▆█"  # zero still draws the lowest block: "there is data"
     gap = sparkline(np.array([0, 7], dtype=np.int64), np.array([1.0, 1.0]), 0, 7, 8, 0.0, 1.0)
     assert gap == "█      █"
+    # Samples every 3 columns are one line; a stop longer than 3 sampling intervals stays a gap.
+    every3 = np.array([0, 3, 6, 9, 12, 27, 30], dtype=np.int64)
+    joined = sparkline(every3, np.full(7, 1.0), 0, 31, 32, 0.0, 1.0)
+    assert joined[:13] == "█" * 13 and joined[13:27] == " " * 14 and joined[27:31] == "████"
 
 
 def test_braille_draws_a_continuous_line_and_leaves_gaps() -> None:
@@ -253,6 +257,10 @@ def test_braille_draws_a_continuous_line_and_leaves_gaps() -> None:
     assert rows[0][10].strip() and rows[1][10].strip()  # the step is joined top to bottom
     sparse = braille(np.array([0, 39], dtype=np.int64), np.array([50.0, 50.0]), 0, 39, 20, 2, 0.0, 100.0)
     assert sparse[0][5:15].strip() == "" and sparse[1][5:15].strip() == ""
+    # Samples sparser than the dots (one every 4 dot columns) still draw one unbroken line.
+    every4 = np.arange(0, 40, 4, dtype=np.int64)
+    line = braille(every4, np.full(len(every4), 100.0), 0, 39, 40, 1, 0.0, 100.0)[0]
+    assert " " not in line[:18] and set(line[:18]) == {"⠉"}
 
 
 def test_span_mask_marker_row_and_axis() -> None:

@@ -21,6 +21,7 @@ from forensics.tui.charts import braille, fmt_range, fmt_value, marker_row, span
 from forensics.tui.model import (
     METRICS,
     OVERVIEW_METRICS,
+    RATE_METRICS,
     GpuSeries,
     Metric,
     Model,
@@ -31,9 +32,10 @@ from forensics.tui.model import (
     spans_for,
 )
 
-__all__ = ["GpuSparkTable", "LineChart", "METRIC_COLOURS", "SPAN_COLOURS"]
+__all__ = ["GpuSparkTable", "LineChart", "METRIC_COLOURS", "RateChart", "SPAN_COLOURS"]
 
-METRIC_COLOURS = {"mem_used_mib": "#82aaff", "util_gpu_pct": "#c3e88d", "power_w": "#ffcb6b", "temp_c": "#f78c6c"}
+METRIC_COLOURS = {"mem_used_mib": "#82aaff", "util_gpu_pct": "#c3e88d", "power_w": "#ffcb6b", "temp_c": "#f78c6c",
+                  "tokens_s": "#c792ea", "samples_s": "#c792ea", "it_s": "#c792ea"}
 SPAN_COLOURS = {"stall": "#3d1c25", "margin": "#3a3318", "throttle": "#15303f"}
 _DEFAULT_SPAN = "#33304f"
 _MUTED = Style(color="#8a8fa8")
@@ -42,7 +44,7 @@ _ROLE_STYLES = {Role.ROOT_CAUSE: Style(color="#ff5370", bold=True), Role.CONSEQU
 
 
 def _metric(column: str) -> Metric:
-    return next(m for m in METRICS if m.column == column)
+    return next(m for m in (*METRICS, *RATE_METRICS) if m.column == column)
 
 
 def _span_background(detector: str) -> Style:
@@ -219,14 +221,23 @@ class LineChart(_TextLines):
             title += f" · {fact.bus}"
         if fact and fact.model:
             title += f" · {fact.model}"
-        text.append(title, Style(bold=True))
         if values is None or rng is None or not np.isfinite(values).any():
+            text.append(title, Style(bold=True))
             text.append(f"   no {metric.label} samples", _MUTED)
             return text
         finite = values[np.isfinite(values)]
-        text.append(f"   {metric.label}: min {fmt_value(float(finite.min()), metric.unit)}  "
-                    f"max {fmt_value(float(finite.max()), metric.unit)}  "
-                    f"last {fmt_value(float(finite[-1]), metric.unit)}", _MUTED)
+        stats = (f"   {metric.label}: min {fmt_value(float(finite.min()), metric.unit)}  "
+                 f"max {fmt_value(float(finite.max()), metric.unit)}  "
+                 f"last {fmt_value(float(finite[-1]), metric.unit)}")
+        # A narrow screen keeps the numbers and shortens the title (model, then host and bus go first).
+        for candidate in (title, f"GPU {s.gpu}" + (f" · {s.host}" if s.host else ""), f"GPU {s.gpu}"):
+            if len(candidate) + len(stats) <= width:
+                title = candidate
+                break
+        else:
+            title = f"GPU {s.gpu}"
+        text.append(self.title_text(title), Style(bold=True))
+        text.append(stats, _MUTED)
         gaps = self._gap_note(values, rng[1])
         if gaps:
             text.append(f"  {gaps}", Style(color="#ff5370"))
@@ -238,8 +249,12 @@ class LineChart(_TextLines):
         rows = braille(s.ts, values, t0, t1, plot_w, plot_h, lo, hi)
         backgrounds = _span_columns(model, s, t0, t1, plot_w)
         colour = Style(color=METRIC_COLOURS.get(metric.column, "#89ddff"))
+        def axis_label(v: float) -> str:  # with its unit when that fits the axis, else the number alone
+            text = fmt_value(v, metric.unit)
+            return text if len(text) <= axis_w - 2 else fmt_value(v)
+
         for i, row in enumerate(rows):
-            label = fmt_value(hi, metric.unit) if i == 0 else fmt_value(lo, metric.unit) if i == plot_h - 1 else ""
+            label = axis_label(hi) if i == 0 else axis_label(lo) if i == plot_h - 1 else ""
             text.append(label[: axis_w - 2].rjust(axis_w - 2) + " ┤" if label else " " * (axis_w - 1) + "│", _MUTED)
             text.append_text(_cells(row, colour, backgrounds))
             text.append("\n")
@@ -248,6 +263,9 @@ class LineChart(_TextLines):
         text.append("\n")
         text.append(" " * axis_w + time_axis(t0, t1, plot_w), _MUTED)
         return text
+
+    def title_text(self, title: str) -> str:
+        return title
 
     def _gap_note(self, values: np.ndarray, end: int) -> str:
         """Say when the GPU stopped answering: its readings end long before the run does, or go unread."""
@@ -261,3 +279,15 @@ class LineChart(_TextLines):
             return f"no readings after {fmt_clock(last)}"
         unread = len(values) - len(finite)
         return f"{unread} unread samples" if unread else ""
+
+
+class RateChart(LineChart):
+    """The training rate read from the progress lines (tokens/s …), on the same time axis as the GPUs."""
+
+    def __init__(self, model: Model, *, id: str | None = None) -> None:
+        assert model.rate is not None
+        metric, series = model.rate
+        super().__init__(model, series, metric.column, id=id)
+
+    def title_text(self, title: str) -> str:
+        return "Training rate (progress lines)"

@@ -14,8 +14,8 @@ import numpy as np
 
 from forensics.tui.model import fmt_clock
 
-__all__ = ["BLOCKS", "braille", "bucket", "column_of", "fmt_range", "fmt_value", "marker_row", "span_mask", "sparkline",
-           "time_axis", "value_range"]
+__all__ = ["BLOCKS", "braille", "bucket", "column_of", "fill_short_gaps", "fmt_range", "fmt_value", "join_width",
+           "marker_row", "span_mask", "sparkline", "time_axis", "value_range"]
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 _BRAILLE_BASE = 0x2800
@@ -58,6 +58,32 @@ def bucket(ts: np.ndarray, values: np.ndarray, t0: int, t1: int,
     return mean, lo, hi
 
 
+#: A run of empty columns shorter than this many sampling intervals is drawn through, not left as a gap.
+JOIN_INTERVALS = 3
+
+
+def join_width(ts: np.ndarray, t0: int, t1: int, width: int) -> int:
+    """How many empty columns in a row still count as "between two samples" (not a gap) when a
+    column is narrower than the sampling interval: ``JOIN_INTERVALS`` median intervals, in columns."""
+    if len(ts) < 3 or t1 <= t0 or width <= 0:  # two samples give no interval to judge a gap by
+        return 0
+    step = float(np.median(np.diff(np.sort(ts))))
+    return int(np.ceil(JOIN_INTERVALS * step * width / (t1 - t0 + 1)))
+
+
+def fill_short_gaps(values: np.ndarray, max_gap: int) -> np.ndarray:
+    """``values`` with each run of at most ``max_gap`` NaNs between two numbers filled by a straight
+    line; longer runs and the ends stay NaN (a real gap: the sampler or the GPU stopped answering)."""
+    out = values.astype(np.float64, copy=True)
+    if max_gap <= 0:
+        return out
+    known = np.flatnonzero(np.isfinite(out))
+    for a, b in zip(known[:-1], known[1:], strict=True):
+        if 1 < b - a <= max_gap + 1:
+            out[a + 1:b] = np.interp(np.arange(a + 1, b), [a, b], [out[a], out[b]])
+    return out
+
+
 def value_range(values: Iterable[np.ndarray], lo: float | None, hi: float | None) -> tuple[float, float]:
     """The axis range: fixed ends where given, else the data's, never empty."""
     finite = [v[np.isfinite(v)] for v in values]
@@ -75,6 +101,7 @@ def value_range(values: Iterable[np.ndarray], lo: float | None, hi: float | None
 def sparkline(ts: np.ndarray, values: np.ndarray, t0: int, t1: int, width: int, lo: float, hi: float) -> str:
     """One row of block characters, one per time column; blank where there is no sample."""
     mean, _, _ = bucket(ts, values, t0, t1, width)
+    mean = fill_short_gaps(mean, join_width(ts, t0, t1, width))
     out = []
     for v in mean:
         if not np.isfinite(v):
@@ -96,6 +123,8 @@ def braille(ts: np.ndarray, values: np.ndarray, t0: int, t1: int, width: int, he
         return []
     dots_x, dots_y = width * 2, height * 4
     _, vmin, vmax = bucket(ts, values, t0, t1, dots_x)
+    join = join_width(ts, t0, t1, dots_x)
+    vmin, vmax = fill_short_gaps(vmin, join), fill_short_gaps(vmax, join)
     cells = np.zeros((height, width), dtype=np.int64)
     scale = (dots_y - 1) / (hi - lo) if hi > lo else 0.0
 
@@ -152,6 +181,10 @@ def time_axis(t0: int, t1: int, width: int) -> str:
 
 
 def _number(v: float) -> str:
+    """Short: ``512``, ``72.5``, ``0.25``; from ten thousand on with k/M/G (``19.3k``, ``1.94M``)."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g}{suffix}"
     return f"{v:.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:.1f}" if abs(v) >= 1 else f"{v:.2f}"
 
 

@@ -9,8 +9,11 @@ report); every event points at a line of an in-memory document, so raw context w
 :func:`synthetic` builds a large timeline (a million events) over several hosts for
 the benchmark and for trying the UI at scale.
 
-``python -m forensics.tui.demo [--events N]`` opens the app on one of them;
-``--screenshot docs/tui-overview.svg`` saves the overview instead (the README's picture).
+``python -m forensics.tui.demo [--events N]`` opens the app on one of them, or on real inputs
+given as paths; ``--screenshot SVG`` saves the overview instead. The README's picture is the
+overview of a real recorded 2×H200 run::
+
+    python -m forensics.tui.demo --screenshot docs/tui-overview.svg samples/recorded/silent-stall-2gpu/bundle
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from forensics.timeline import Timeline, build_timeline
 
 if TYPE_CHECKING:
     from textual.pilot import Pilot
+
+    from forensics.tui.app import ForensicsApp
 
 __all__ = ["T0", "empty_analysis", "main", "synthetic", "xid79_incident"]
 
@@ -320,31 +325,54 @@ def synthetic(n_events: int = 1_000_000, hosts: int = 4, gpus: int = 8, seed: in
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m forensics.tui.demo",
-                                     description="Open the TUI on made-up data (no logs needed).")
+                                     description="Open the TUI on made-up data (no logs needed), or on PATHs.")
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="real inputs (a bundle, logs) to open instead of the made-up incident")
     parser.add_argument("--events", type=int, default=0,
                         help="a synthetic timeline of this many events instead of the Xid 79 incident")
-    parser.add_argument("--screenshot", metavar="SVG", help="save the overview as an SVG (headless, 120x40) and exit")
+    parser.add_argument("--screenshot", metavar="SVG", help="save the overview as an SVG and exit (headless)")
+    parser.add_argument("--size", default="120x40", metavar="WxH", help="the screenshot's size (default 120x40)")
     args = parser.parse_args(argv)
     from forensics.tui.app import ForensicsApp
 
-    make = (lambda: synthetic(args.events)) if args.events else xid79_incident
-    app = ForensicsApp(loader=make, title="demo: an 8-GPU run where GPU 6 falls off the bus")
+    if args.paths:
+        missing = [p for p in args.paths if not Path(p).exists()]
+        if missing:
+            parser.error(f"no such file or directory: {missing[0]}")
+        app = ForensicsApp(args.paths)
+    else:
+        make = (lambda: synthetic(args.events)) if args.events else xid79_incident
+        app = ForensicsApp(loader=make, title="demo: an 8-GPU run where GPU 6 falls off the bus")
     if args.screenshot:
-        target = Path(args.screenshot)
-
-        async def shoot(pilot: Pilot[object]) -> None:
-            await pilot.app.workers.wait_for_complete()
-            await pilot.pause()
-            await pilot.app.workers.wait_for_complete()
-            await pilot.pause()
-            pilot.app.save_screenshot(target.name, str(target.parent))
-            pilot.app.exit(0)
-
-        app.animation_level = "none"
-        app.run(headless=True, size=(120, 40), auto_pilot=shoot)
-        return 0
+        try:
+            width, height = (int(n) for n in args.size.lower().split("x"))
+        except ValueError:
+            parser.error(f"--size wants WIDTHxHEIGHT, e.g. 120x40, not {args.size!r}")
+        return _screenshot(app, Path(args.screenshot), (width, height))
     app.run()
     return app.return_code or 0
+
+
+def _screenshot(app: ForensicsApp, target: Path, size: tuple[int, int]) -> int:
+    """Run ``app`` headless until its inputs are read, save the screen as ``target`` (SVG), quit."""
+
+    async def shoot(pilot: Pilot[object]) -> None:
+        for _ in range(1200):  # the loader starts after the first paint; a real input takes a moment
+            if app.model is not None or app.load_error:
+                break
+            await pilot.pause(0.05)
+        for _ in range(2):
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+        pilot.app.save_screenshot(target.name, str(target.parent))
+        pilot.app.exit(0)
+
+    app.animation_level = "none"
+    app.run(headless=True, size=size, auto_pilot=shoot)
+    if app.load_error:
+        print(f"could not analyze the inputs: {app.load_error}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
+from rich.console import RenderableType
 from rich.style import Style
+from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -18,7 +21,9 @@ from forensics.textdoc import Line, TextDocument
 from forensics.tui.index import QueryError
 from forensics.tui.model import fmt_stamp
 
-__all__ = ["HelpScreen", "JumpScreen", "RawContextScreen", "context_lines", "render_context"]
+__all__ = ["HelpScreen", "JumpScreen", "RawContextScreen", "context_lines", "excerpt", "render_context"]
+
+_MUTED = Style(color="#8a8fa8")
 
 KEYS = """\
 [b]Everywhere[/b]
@@ -79,20 +84,51 @@ def context_lines(doc: TextDocument | None, events: Event | Sequence[Event], aro
         return []
 
 
-def render_context(lines: list[Line], events: Event | Sequence[Event]) -> Text:
-    """Numbered raw lines; the events' own lines marked (▶ on each event's first line) and bright."""
+#: A raw line that states an exception (``torch.OutOfMemoryError: CUDA out of memory …``); kept in an excerpt.
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Failure|Interrupt)\b")
+
+
+def excerpt(lines: Sequence[Line], events: Event | Sequence[Event], head: int = 6, tail: int = 3) -> list[Line]:
+    """``lines`` with the middle of each long record left out: of an event's own lines the first ``head``,
+    the last ``tail`` that are not blank and any line that states an exception (a traceback's error)
+    stay, and so do the lines around the events."""
+    group = [events] if isinstance(events, Event) else list(events)
+    drop: set[int] = set()
+    text = {line.no: line.text for line in lines}
+    for e in group:
+        first, last = _span(e)
+        while last > first and not text.get(last, "x").strip():
+            last -= 1
+        if last - first + 1 > head + tail + 1:
+            drop.update(n for n in range(first + head, last - tail + 1)
+                        if not _EXCEPTION_LINE.match(text.get(n, "")))
+    return [line for line in lines if line.no not in drop]
+
+
+def render_context(lines: Sequence[Line], events: Event | Sequence[Event]) -> Table:
+    """Numbered raw lines; the events' own lines marked (▶ on each event's first line) and bright.
+    A long line wraps under its own text; a jump in the line numbers (see :func:`excerpt`) is shown
+    as ``⋮ N lines``."""
     group = [events] if isinstance(events, Event) else list(events)
     heads = {e.origin.line for e in group}
     mine = {n for e in group for n in range(_span(e)[0], _span(e)[1] + 1)}
     gutter = len(str(lines[-1].no)) if lines else 1
-    out = Text(no_wrap=False)
+    table = Table.grid()
+    table.add_column(no_wrap=True)
+    table.add_column(ratio=1, overflow="fold")
+    previous: int | None = None
     for line in lines:
-        out.append("▶ " if line.no in heads else "  ", Style(color="#ff5370", bold=True))
-        out.append(f"{line.no:>{gutter}} │ ", Style(color="#8a8fa8"))
-        out.append(line.text.expandtabs(4) + "\n",
-                   Style(bold=True) if line.no in mine else Style(color="#a6accd"))
-    out.rstrip()
-    return out
+        if previous is not None and line.no > previous + 1:
+            skipped = line.no - previous - 1
+            table.add_row(Text(f"  {'⋮':>{gutter}}   ", _MUTED),
+                          Text(f"{skipped:,} line{'s' if skipped > 1 else ''} not shown", _MUTED))
+        previous = line.no
+        left = Text()
+        left.append("▶ " if line.no in heads else "  ", Style(color="#ff5370", bold=True))
+        left.append(f"{line.no:>{gutter}} │ ", _MUTED)
+        table.add_row(left, Text(line.text.expandtabs(4),
+                                 Style(bold=True) if line.no in mine else Style(color="#a6accd")))
+    return table
 
 
 class RawContextScreen(ModalScreen[None]):
@@ -118,7 +154,7 @@ class RawContextScreen(ModalScreen[None]):
         if e.attrs:
             facts.append(" ".join(f"{k}={v}" for k, v in e.attrs.items()) + "\n", Style(color="#89ddff"))
         lines = context_lines(self.document, e, self.around)
-        body = render_context(lines, e) if lines else Text(
+        body: RenderableType = render_context(lines, e) if lines else Text(
             f"The raw file is not available here; the event's own text:\n\n{e.text}", style="#a6accd")
         with Vertical(id="raw-box", classes="dialog"):
             yield Static(facts, id="raw-facts")

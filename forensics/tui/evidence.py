@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.style import Style
 from rich.text import Text
 from textual import on
@@ -19,9 +20,10 @@ from textual.widgets.option_list import Option
 from forensics.events import Event, Severity
 from forensics.findings import Finding
 from forensics.textdoc import TextDocument
-from forensics.tui.dialogs import context_lines, render_context
+from forensics.tui.dialogs import context_lines, excerpt, render_context
 from forensics.tui.model import (
     Model,
+    facts_sentence,
     finding_mark,
     fmt_clock,
     fmt_delta,
@@ -29,9 +31,10 @@ from forensics.tui.model import (
     fmt_when,
     gap_ns,
     is_local,
+    other_facts,
     reflow,
 )
-from forensics.tui.overview import MUTED, ranges_text, role_badge
+from forensics.tui.overview import FACTS_STYLE, MUTED, RISK_STYLE, finding_badge, is_risk, ranges_text
 from forensics.tui.timeline_view import SEVERITY_TAGS, severity_style, source_style
 
 __all__ = ["EvidenceView", "ShowInTimeline", "evidence_body"]
@@ -78,7 +81,7 @@ def evidence_body(model: Model, position: int, document: Callable[[str], TextDoc
     parts: list[RenderableType] = []
     title = Text()
     title.append(f"{finding_mark(position)} ", Style(color="#ff5370", bold=True))
-    title.append_text(role_badge(f.role))
+    title.append_text(finding_badge(f))
     title.append(f" {f.title}", Style(bold=True))
     parts.append(title)
     facts = [f.signature, f.category, f"score {f.score:.2f}"]
@@ -95,11 +98,13 @@ def evidence_body(model: Model, position: int, document: Callable[[str], TextDoc
     parts.append(Text(" · ".join(facts), MUTED))
     if f.note:
         parts.append(Text(f"why this role: {f.note}", Style(italic=True, color="#a6accd")))
-    extracted = getattr(f, "facts", None)  # what the matcher read out of the evidence (phase, sizes …)
-    if isinstance(extracted, dict) and extracted:
-        shown = " · ".join(f"{k} {str(v)[:60]}" for k, v in extracted.items() if v not in (None, "", [], {}))
-        if shown:
-            parts.append(Text(shown, Style(color="#89ddff")))
+    # What the matcher read out of the evidence (phase, OOM sizes …): the sentence first, then the rest.
+    extracted = getattr(f, "facts", None) or {}
+    sentence, rest = facts_sentence(extracted), other_facts(extracted)
+    if sentence:
+        parts.append(Text(sentence, FACTS_STYLE))
+    if rest:
+        parts.append(Text(rest, Style(color="#89ddff")))
     if f.explain:
         parts += [Text(""), Text(reflow(f.explain))]
     parts += [Text(""), _evidence(model, f, document)]
@@ -150,7 +155,7 @@ def _evidence(model: Model, f: Finding, document: Callable[[str], TextDocument |
         if shown < WITH_CONTEXT:
             lines = context_lines(document(block[0].origin.path), block, AROUND)
             if lines:
-                parts.append(_indent(render_context(lines, block), 2))
+                parts.append(Padding(render_context(excerpt(lines, block), block), (0, 0, 0, 2)))
             else:
                 parts += [Text(f"  {e.text}", severity_style(e.severity)) for e in block]
         else:
@@ -160,16 +165,6 @@ def _evidence(model: Model, f: Finding, document: Callable[[str], TextDocument |
     if len(events) > LISTED:
         parts.append(Text(f"  … {len(events) - LISTED} more; the timeline shows them all", MUTED))
     return Group(*parts)
-
-
-def _indent(text: Text, n: int) -> Text:
-    out = Text()
-    for line in text.split("\n"):
-        out.append(" " * n)
-        out.append_text(line)
-        out.append("\n")
-    out.rstrip()
-    return out
 
 
 def _no_findings(model: Model) -> RenderableType:
@@ -215,6 +210,9 @@ class EvidenceView(Horizontal):
     def _option(i: int, f: Finding) -> Text:
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f"{finding_mark(i)} ", Style(color="#ff5370", bold=True))
+        if is_risk(f):
+            text.append("risk", RISK_STYLE)
+            text.append(" ")
         text.append(f.title)
         return text
 

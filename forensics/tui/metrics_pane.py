@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static, Tab, Tabs
 
-from forensics.tui.chart_widgets import SPAN_COLOURS, LineChart
+from forensics.tui.chart_widgets import SPAN_COLOURS, LineChart, RateChart
 from forensics.tui.model import Model, finding_mark
 
 __all__ = ["MetricsPane"]
@@ -32,7 +32,8 @@ def legend(model: Model) -> Text:
 
 
 class MetricsPane(Vertical):
-    """Pick a metric (← →); every GPU's series is drawn on the run's time axis."""
+    """Pick a metric (← →); every GPU's series is drawn on the run's time axis, under the training
+    rate when progress lines gave one."""
 
     def __init__(self, model: Model) -> None:
         super().__init__(id="metrics-pane")
@@ -40,15 +41,20 @@ class MetricsPane(Vertical):
         self.metric = model.metrics[0].column if model.metrics else ""
 
     def compose(self) -> ComposeResult:
-        if not self.model.series or not self.model.metrics:
+        gpus = bool(self.model.series and self.model.metrics)
+        if not gpus:
             yield Static(Text("No GPU metrics in these inputs. A bundle from `forensics record` has them, and so "
                               "does nvidia-smi --query-gpu or dmon output.", Style(color="#8a8fa8")),
                          id="no-metrics")
-            return
-        yield Tabs(*[Tab(m.label, id=f"metric-{m.column}") for m in self.model.metrics], id="metric-tabs")
+            if self.model.rate is None:
+                return
+        else:
+            yield Tabs(*[Tab(m.label, id=f"metric-{m.column}") for m in self.model.metrics], id="metric-tabs")
         yield Static(legend(self.model), id="metrics-legend")
         with VerticalScroll(id="charts"):
-            for i, s in enumerate(self.model.series):
+            if self.model.rate is not None:
+                yield RateChart(self.model, id="chart-rate")
+            for i, s in enumerate(self.model.series if gpus else []):
                 yield LineChart(self.model, s, self.metric, id=f"chart-{i}")
 
     @on(Tabs.TabActivated, "#metric-tabs")
@@ -63,4 +69,5 @@ class MetricsPane(Vertical):
         if tabs.active != f"metric-{column}":
             tabs.active = f"metric-{column}"
         for chart in self.query(LineChart):
-            chart.metric = column
+            if not isinstance(chart, RateChart):  # the training rate stays what it is
+                chart.metric = column

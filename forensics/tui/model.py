@@ -28,9 +28,11 @@ __all__ = [
     "GpuSeries",
     "Metric",
     "Model",
+    "RATE_METRICS",
     "RunFacts",
     "Span",
     "build_model",
+    "facts_sentence",
     "fmt_clock",
     "fmt_delta",
     "fmt_duration",
@@ -39,6 +41,8 @@ __all__ = [
     "gap_ns",
     "is_local",
     "ordered_findings",
+    "rate_series",
+    "other_facts",
     "reflow",
     "short_names",
 ]
@@ -76,6 +80,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("pcie_replay", "PCIe replays", "", 0.0, None),
 )
 OVERVIEW_METRICS = ("mem_used_mib", "util_gpu_pct", "power_w", "temp_c")
+#: Training rates read from progress lines (attrs of ``progress`` events), best first.
+RATE_METRICS: tuple[Metric, ...] = (
+    Metric("tokens_s", "throughput", "tokens/s", 0.0, None, None, "tokens/s"),
+    Metric("samples_s", "throughput", "samples/s", 0.0, None, None, "samples/s"),
+    Metric("it_s", "throughput", "it/s", 0.0, None, None, "it/s"),
+)
 
 
 # -- formatting -------------------------------------------------------------------------------
@@ -158,6 +168,58 @@ def ordered_findings(findings: Iterable[Finding]) -> list[Finding]:
         return (rank, -f.score if rank == 2 else first, first)
 
     return sorted(findings, key=key)
+
+
+# -- a finding's extracted facts -------------------------------------------------------------
+_PHASES = {"load": ("while loading the model", "while loading the model"),
+           "forward": ("in the forward pass", "in the first forward pass"),
+           "backward": ("in the backward pass", "in the first backward pass"),
+           "optimizer-step": ("at the optimizer step", "at the first optimizer step"),
+           "eval": ("during evaluation", "during evaluation")}
+_FACT_KEYS = frozenset({"phase", "first", "oom", "tried_mib", "free_mib", "total_mib", "gpu"})
+
+
+def _mib(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return None
+    return f"{value:,.0f} MiB" if value < 1024 else f"{value / 1024:,.1f} GiB"
+
+
+def facts_sentence(facts: Mapping[str, Any]) -> str:
+    """A finding's extracted facts (``Finding.facts``) as a sentence for a person: ``CUDA out of
+    memory at the first optimizer step — tried 256 MiB, 201 MiB free of 139.8 GiB``, ``Failed in the
+    backward pass``; ``""`` when the facts say neither the phase nor an out-of-memory error."""
+    if not isinstance(facts, Mapping):
+        return ""
+    words = _PHASES.get(str(facts.get("phase")))
+    phase = words[1 if facts.get("first") is True else 0] if words else ""
+    if not phase and facts.get("phase"):
+        phase = f"in the {str(facts['phase'])[:40]} phase"
+    sentence = ""
+    if facts.get("oom"):
+        sentence = f"{'HIP' if facts['oom'] == 'hip' else 'CUDA'} out of memory" + (f" {phase}" if phase else "")
+        tried, free, total = (_mib(facts.get(k)) for k in ("tried_mib", "free_mib", "total_mib"))
+        sizes = [f"tried {tried}"] if tried else []
+        if free:
+            sizes.append(f"{free} free" + (f" of {total}" if total else ""))
+        elif total:
+            sizes.append(f"on a {total} GPU")
+        if sizes:
+            sentence += " — " + ", ".join(sizes)
+        gpu = facts.get("gpu")
+        if isinstance(gpu, int | str) and not isinstance(gpu, bool) and str(gpu) != "":
+            sentence += f" (GPU {gpu})"
+    elif phase:
+        sentence = "Failed " + phase
+    return sentence
+
+
+def other_facts(facts: Mapping[str, Any]) -> str:
+    """The facts :func:`facts_sentence` does not say, as ``name value · name value``."""
+    if not isinstance(facts, Mapping):
+        return ""
+    return " · ".join(f"{k} {str(v)[:60]}" for k, v in facts.items()
+                      if k not in _FACT_KEYS and v not in (None, "", [], {}))
 
 
 # -- run facts --------------------------------------------------------------------------------
@@ -402,6 +464,19 @@ def gpu_series(metrics: Sequence[MetricSample]) -> list[GpuSeries]:
     return out
 
 
+def rate_series(events: Iterable[Event]) -> tuple[Metric, GpuSeries] | None:
+    """The training rate over the run (tokens/s, else samples/s, else it/s) from ``progress`` events, as
+    one series named ``training``; None without at least two timed readings."""
+    progress = [e for e in events if e.kind == "progress" and e.ts is not None]
+    for metric in RATE_METRICS:
+        points = sorted((e.ts or 0, v) for e in progress if (v := _as_float(e.attrs.get(metric.column))) == v)
+        if len(points) >= 2:
+            ts = np.fromiter((t for t, _ in points), dtype=np.int64, count=len(points))
+            values = np.fromiter((v for _, v in points), dtype=np.float64, count=len(points))
+            return metric, GpuSeries("", "training", ts, {metric.column: values})
+    return None
+
+
 def _as_float(value: Any) -> float:
     try:
         return float(value)
@@ -423,8 +498,9 @@ class Span:
     event: Event
 
 
-_SPAN_KEYS = (("first_ts", "last_ts"), ("first", "last"), ("start", "end"), ("start_ns", "end_ns"),
-              ("first_seen", "last_seen"), ("t0", "t1"))
+#: (start, end) attribute names of a detector's span; the detectors write ``end_ts`` and start at ``ts``.
+_SPAN_KEYS = (("first_ts", "last_ts"), ("start_ts", "end_ts"), ("first", "last"), ("start", "end"),
+              ("start_ns", "end_ns"), ("first_seen", "last_seen"), ("t0", "t1"))
 
 
 def as_ns(value: Any) -> int | None:
@@ -452,11 +528,10 @@ def derived_spans(events: Iterable[Event]) -> list[Span]:
     for e in events:
         if e.kind != "derived":
             continue
-        start = end = None
-        for a, b in _SPAN_KEYS:
-            start, end = as_ns(e.attrs.get(a)), as_ns(e.attrs.get(b))
-            if start is not None:
-                break
+        # Start and end are looked up on their own: a detector may give only its end (``end_ts``)
+        # and let the event's own time be the start.
+        start = next((t for a, _ in _SPAN_KEYS if (t := as_ns(e.attrs.get(a))) is not None), None)
+        end = next((t for _, b in _SPAN_KEYS if (t := as_ns(e.attrs.get(b))) is not None), None)
         start = start if start is not None else e.ts
         if start is None:
             continue
@@ -515,6 +590,7 @@ class Model:
     series: list[GpuSeries]
     spans: list[Span]
     metrics: list[Metric]  # the known metrics present in the data, in display order
+    rate: tuple[Metric, GpuSeries] | None = None  # the training rate from progress lines, when known
     names: dict[str, str] = field(default_factory=dict)  # input path -> shortest unambiguous name
 
     def where(self, origin: Origin) -> str:
@@ -532,7 +608,8 @@ class Model:
     def chart_span(self) -> tuple[int, int] | None:
         """The time axis of the charts: the recorded run widened to its samples, else the samples' own
         range, else the timeline's (a kernel log reaching back before the run would squeeze the run)."""
-        stamps = [int(s.ts[0]) for s in self.series if len(s.ts)] + [int(s.ts[-1]) for s in self.series if len(s.ts)]
+        series = self.series + ([self.rate[1]] if self.rate else [])
+        stamps = [int(s.ts[0]) for s in series if len(s.ts)] + [int(s.ts[-1]) for s in series if len(s.ts)]
         if self.facts.run_start is not None and self.facts.run_end is not None:
             stamps += [self.facts.run_start, self.facts.run_end]
         if stamps:
@@ -550,7 +627,7 @@ def build_model(analysis: Analysis) -> Model:
     metrics = [m for m in METRICS if m.column in present]
     paths = [s.path for s in analysis.sources] + [e.origin.path for f in analysis.findings for e in f.evidence]
     return Model(analysis, ordered_findings(analysis.findings), facts, series, derived_spans(notable), metrics,
-                 short_names(paths))
+                 names=short_names(paths), rate=rate_series(events))
 
 
 # -- lookups the charts need ------------------------------------------------------------------

@@ -6,7 +6,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.console import RenderableType
 from rich.style import Style
+from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -16,16 +18,29 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from forensics.findings import Finding, Role
+from forensics.match.facts import oom_sentence
 from forensics.tui.chart_widgets import GpuSparkTable
-from forensics.tui.model import Model, finding_mark, fmt_clock, fmt_duration, fmt_stamp, is_local, reflow
+from forensics.tui.model import (
+    Model,
+    facts_sentence,
+    finding_mark,
+    fmt_clock,
+    fmt_duration,
+    fmt_stamp,
+    is_local,
+    reflow,
+)
 
-__all__ = ["FindingChosen", "OverviewView", "finding_option", "ranges_text", "role_badge", "verdict_text"]
+__all__ = ["FindingChosen", "OverviewView", "facts_text", "finding_option", "ranges_text", "role_badge",
+           "verdict_text"]
 
 MUTED = Style(color="#8a8fa8")
 ROLE_NAMES = {Role.ROOT_CAUSE: "root cause", Role.CONSEQUENCE: "consequence", Role.CONTRIBUTING: "contributing"}
 ROLE_STYLES = {Role.ROOT_CAUSE: Style(color="#ffffff", bgcolor="#b00020", bold=True),
                Role.CONSEQUENCE: Style(color="#1b1b1b", bgcolor="#ffcb6b"),
                Role.CONTRIBUTING: Style(color="#1b1b1b", bgcolor="#89ddff")}
+RISK_STYLE = Style(color="#1b1b1b", bgcolor="#f78c6c")
+FACTS_STYLE = Style(color="#ffcb6b", bold=True)
 
 
 @dataclass
@@ -35,8 +50,20 @@ class FindingChosen(Message):
     position: int
 
 
-def role_badge(role: Role) -> Text:
+def is_risk(f: Finding) -> bool:
+    """A risk finding: contributing only, never the root cause (``Finding.risk``)."""
+    return bool(getattr(f, "risk", False))
+
+
+def role_badge(role: Role, risk: bool = False) -> Text:
+    """The role as a coloured badge; a risk finding says ``risk`` instead of its role."""
+    if risk:
+        return Text(f" {'risk':<12} ", RISK_STYLE)
     return Text(f" {ROLE_NAMES.get(role, str(role)):<12} ", ROLE_STYLES.get(role, Style()))
+
+
+def finding_badge(f: Finding) -> Text:
+    return role_badge(f.role, is_risk(f))
 
 
 def ranges_text(numbers: Sequence[int]) -> str:
@@ -78,8 +105,33 @@ def _clip(text: str, limit: int) -> str:
     return text[: cut if cut > limit // 2 else limit - 1].rstrip(" ,;:") + " …"
 
 
+def _summary_rest(f: Finding, summary: str) -> str:
+    """The verdict summary without what the lines above it already say: its opening sentence when
+    that repeats the root cause's title (with where and when), and the out-of-memory sentence."""
+    text = " ".join(summary.split())
+    if f.title and text.startswith(f.title):
+        cut = text.find(". ", len(f.title))
+        text = text[cut + 2:] if cut >= 0 else ""
+    oom = oom_sentence(f.facts) if isinstance(f.facts, dict) else ""
+    if oom:
+        text = text.replace(oom + ". ", "").replace(oom + ".", "")
+    return text.strip()
+
+
+def _risk_line(f: Finding) -> Text:
+    """``Risk: <title> — <its first evidence, the detector's sentence>``."""
+    line = Text()
+    line.append(" RISK ", RISK_STYLE)
+    line.append(f" {f.title}", Style(bold=True))
+    first = next((e for e in f.evidence if e.message), None)
+    if first is not None:
+        detail = first.message.split("] ", 1)[-1] if first.message.startswith("[") else first.message
+        line.append(" — " + _clip(detail, 140), MUTED)
+    return line
+
+
 def verdict_text(model: Model) -> Text:
-    """The answer in four lines: what, how sure, why, what to do."""
+    """The answer in a few lines: what, how sure, the facts, why, what to do."""
     v = model.analysis.verdict
     out = Text()
     if v.root_cause is None:
@@ -87,6 +139,9 @@ def verdict_text(model: Model) -> Text:
         out.append(f"  {v.confidence} confidence\n", MUTED)
         if v.summary:
             out.append(v.summary + "\n")
+        for f in [f for f in model.findings if is_risk(f)][:3]:
+            out.append_text(_risk_line(f))
+            out.append("\n")
         n_events = len(model.analysis.timeline.events)
         out.append(f"{len(model.findings)} finding(s), {n_events:,} notable event(s) from "
                    f"{len(model.analysis.sources)} file(s). ", MUTED)
@@ -103,14 +158,19 @@ def verdict_text(model: Model) -> Text:
     if f.first_seen is not None:
         line2.append(fmt_stamp(f.first_seen, is_local(f.evidence)))
     out.append(" · ".join(line2) + "\n", MUTED)
-    if v.summary:
-        out.append(_clip(reflow(v.summary), SUMMARY_CHARS) + "\n")
+    fact = facts_sentence(f.facts)
+    if fact:
+        out.append(fact + "\n", FACTS_STYLE)
+    rest = _summary_rest(f, reflow(v.summary)) if v.summary else ""
+    if rest:
+        out.append(_clip(rest, SUMMARY_CHARS) + "\n")
     if f.remedy:
         out.append("What to do: ", Style(bold=True, color="#c3e88d"))
         out.append(_clip(reflow(f.remedy[0]), REMEDY_CHARS))
         more = len(f.remedy) - 1
         if more:
             out.append(f"  (+{more} more step{'s' if more > 1 else ''}: enter on the finding)", MUTED)
+    out.rstrip()
     return out
 
 
@@ -118,17 +178,18 @@ def finding_option(position: int, f: Finding) -> Text:
     """One line of the findings list: mark, role, title, score and first time."""
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"{finding_mark(position)} ", Style(color="#ff5370", bold=True))
-    text.append_text(role_badge(f.role))
+    text.append_text(finding_badge(f))
     text.append(f" {f.title}", Style(bold=f.role == Role.ROOT_CAUSE))
     text.append(f"  {f.score:.2f}", MUTED)
     if f.first_seen is not None:
         text.append(f"  {fmt_clock(f.first_seen)[:8]}", MUTED)
-    if f.note:
+    if f.note and f.note != "root cause":  # the badge says that already
         text.append(f"  {f.note}", Style(color="#a6accd", italic=True))
     return text
 
 
-def facts_text(model: Model) -> Text:
+def facts_text(model: Model) -> RenderableType:
+    """The run's facts as label/value rows; a long value wraps under its own column."""
     facts, analysis = model.facts, model.analysis
     rows: list[tuple[str, str | Text]] = []
     if facts.command:
@@ -168,13 +229,12 @@ def facts_text(model: Model) -> Text:
     if analysis.warnings:
         rows.append(("Warnings", Text(f"{len(analysis.warnings)}: {analysis.warnings[0]}"
                                       + (" …" if len(analysis.warnings) > 1 else ""), Style(color="#ffcb6b"))))
-    out = Text()
-    for i, (label, value) in enumerate(rows):
-        out.append(f"{label:<9}", MUTED)
-        out.append_text(value if isinstance(value, Text) else Text(value))
-        if i < len(rows) - 1:
-            out.append("\n")
-    return out
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style=MUTED, no_wrap=True)
+    table.add_column(ratio=1, overflow="fold")
+    for label, value in rows:
+        table.add_row(label, value)
+    return table
 
 
 class OverviewView(VerticalScroll):

@@ -71,6 +71,9 @@ class TimelinePane(Vertical):
         text = Text(no_wrap=True, overflow="ellipsis")
         if self.filter_error:
             text.append(self.filter_error, Style(color="#ff5370"))
+        elif self.query_text and not shown:
+            text.append(" no match ", Style(color="#1b1b1b", bgcolor="#ffcb6b", bold=True))
+            text.append(f"  none of {total:,} events matches {self.query_text!r}", Style(bold=True))
         elif self.query_text:
             text.append(f"{shown:,} of {total:,} events match", Style(bold=True))
         else:
@@ -134,7 +137,8 @@ class TimelinePane(Vertical):
         self.filter_error = error
         if rows is not None:
             self.query_text = text
-            self.view.empty_text = "no events match the filter" if text else "no notable events in these inputs"
+            self.view.empty_text = (f"no event matches {text!r}; / edits the filter, an empty one shows all"
+                                    if text else "no notable events in these inputs")
             self.view.set_rows(self.model.analysis.timeline.events, rows)
         self._status()
 

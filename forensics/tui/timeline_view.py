@@ -138,7 +138,8 @@ class TimelineView(ScrollView, can_focus=True):
     # -- data -------------------------------------------------------------------------------
     def set_rows(self, events: Sequence[Event], view: np.ndarray, *, keep_event: bool = True,
                  multi_host: bool | None = None) -> None:
-        """Show ``view`` (positions into ``events``); keep the cursor on the same event when it is still shown."""
+        """Show ``view`` (positions into ``events``). The cursor stays on the same event when ``view`` still
+        holds it; otherwise it goes to the first row (a filter's first match)."""
         current = self.current_index if keep_event else None
         self.events = events
         self.view = view
@@ -148,7 +149,11 @@ class TimelineView(ScrollView, can_focus=True):
         self.virtual_size = Size(self.size.width, len(view))
         row = 0
         if current is not None and len(view):
-            row = min(int(np.searchsorted(view, current)), len(view) - 1)
+            found = int(np.searchsorted(view, current))
+            if found < len(view) and int(view[found]) == current:
+                row = found
+        if row == 0:
+            self.scroll_to(y=0, animate=False, immediate=True)
         self.move_to(row, center=True)
         self.refresh()
 
