@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forensics.events import Event, MetricSample
+from forensics.parsers.base import as_int as _int
 from forensics.pci import find_pci, normalize_pci
 
 __all__ = ["Identity", "IdentityTable", "build_identity"]
@@ -82,16 +83,6 @@ class _Group:
             out.append((k, self.host if k in _HOST_SCOPED else None, v))
         out.extend(("pid", self.host, p) for p in self.pids)
         return out
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isascii() and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
 
 
 def _gpu_address(kind: str, attrs: Mapping[str, Any]) -> str | None:

@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import tzinfo
-from typing import Protocol
+from typing import Any, Protocol
 
 from forensics.events import Event, MetricSample, Origin
 from forensics.textdoc import Line, TextDocument
 
-__all__ = ["ParseContext", "Parser", "Record"]
+__all__ = ["ParseContext", "Parser", "Record", "as_int"]
 
 Record = Event | MetricSample
 
@@ -67,6 +67,20 @@ class ParseContext:
 
     def origin(self, line: Line, nlines: int = 1) -> Origin:
         return Origin(self.path, line.no, line.offset, nlines)
+
+
+def as_int(value: Any) -> int | None:
+    """An attr or JSON value as an int: ints (not bools) and decimal strings such as ``"-1"``; else ``None``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        digits = text.removeprefix("-")
+        if digits.isascii() and digits.isdigit():
+            return int(text)
+    return None
 
 
 class Parser(Protocol):

@@ -37,6 +37,7 @@ from typing import Any
 
 from forensics.events import Event, Origin, Severity, TsSource
 from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.base import as_int as _int
 from forensics.parsers.safe_pickle import PickleError, load_plain, plain_nodes
 from forensics.textdoc import TextDocument
 
@@ -44,16 +45,6 @@ __all__ = ["PARSER", "pickle_to_json"]
 
 MAX_PENDING_PER_PG = 20
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:\.json)?$")
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
-    return None
 
 
 def _numel(sizes: Any) -> int | None:

@@ -37,3 +37,10 @@ def test_sample_parses_without_warnings(name: str, index: int, sample: str) -> N
     for r in records:
         assert isinstance(r, Event | MetricSample)
         assert r.origin.path == "sample" and r.origin.line >= 1
+
+
+def test_as_int_reads_ints_and_decimal_strings_only() -> None:
+    from forensics.parsers.base import as_int
+
+    assert [as_int(v) for v in (7, "-1", " 160 ", True, "²", "--1", "1.5", "", None, 2.0)] == [
+        7, -1, 160, None, None, None, None, None, None, None]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from forensics.events import Event, Severity
 from forensics.match.detectors.common import derived
+from forensics.parsers.base import as_int as _int
 
 __all__ = ["cross_rank", "rank_ranges"]
 
@@ -61,16 +62,6 @@ class _Wait:
         if self.numel_in is not None:
             parts.append(f"({self.numel_in:,} elements)")
         return " ".join(parts) or "an unknown collective"
-
-
-def _int(v: object) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
-    return None
 
 
 def _rank(e: Event) -> int | None:
