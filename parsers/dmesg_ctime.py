@@ -14,7 +14,7 @@ from forensics.clock import parse_ctime
 from forensics.events import TsSource
 from forensics.parsers.base import ParseContext
 from forensics.parsers.dmesg import decode_prefix
-from forensics.parsers.kernlog import Head, KernelLogParser, head_fraction
+from forensics.parsers.kernlog import Head, KernelLogParser, share_detector, stamped_head
 
 __all__ = ["PARSER"]
 
@@ -41,20 +41,11 @@ class CtimeReader:
             if len(self._cache) > 100_000:
                 self._cache.clear()
             self._cache[stamp] = placed
-        msg = rest[m.end():]
-        head = Head(msg=msg, col=len(text) - len(msg), level=level, facility=facility)
-        if placed is not None:
-            head.ts, head.ts_source = placed
-        return head
+        return stamped_head(text, rest[m.end():], placed, level, facility)
 
 
 def _match(text: str) -> bool:
     return _CTIME_RE.match(decode_prefix(text)[0]) is not None
-
-
-def _detect(head: list[str]) -> float:
-    frac = head_fraction(head, _match)
-    return 0.9 * frac if frac >= 0.3 else 0.0
 
 
 PARSER = KernelLogParser(
@@ -73,5 +64,5 @@ PARSER = KernelLogParser(
         "[Sat Oct 12 18:38:44 2024]       Tainted: P           OE     5.15.0-97-generic #107-Ubuntu\n",
     ),
     reader=CtimeReader,
-    detect=_detect,
+    detect=share_detector(_match),
 )

@@ -12,7 +12,7 @@ import re
 from forensics.clock import parse_iso
 from forensics.parsers.base import ParseContext
 from forensics.parsers.dmesg import decode_prefix
-from forensics.parsers.kernlog import Head, KernelLogParser, head_fraction
+from forensics.parsers.kernlog import Head, KernelLogParser, share_detector, stamped_head
 
 __all__ = ["PARSER"]
 
@@ -31,12 +31,7 @@ class IsoReader:
         m = _ISO_RE.match(rest)
         if not m:
             return None
-        placed = parse_iso(m.group(1), self.tz)
-        msg = rest[m.end():]
-        head = Head(msg=msg, col=len(text) - len(msg), level=level, facility=facility)
-        if placed is not None:
-            head.ts, head.ts_source = placed
-        return head
+        return stamped_head(text, rest[m.end():], parse_iso(m.group(1), self.tz), level, facility)
 
 
 def _match(text: str) -> bool:
@@ -46,11 +41,6 @@ def _match(text: str) -> bool:
         return False
     # rsyslog's high-precision format has a '.' and "host ident:" after the stamp
     return m.group(2) == "," or facility is not None or not _SYSLOG_AFTER_RE.match(rest[m.end():])
-
-
-def _detect(head: list[str]) -> float:
-    frac = head_fraction(head, _match)
-    return 0.9 * frac if frac >= 0.3 else 0.0
 
 
 PARSER = KernelLogParser(
@@ -75,5 +65,5 @@ PARSER = KernelLogParser(
         "invalid context, skipping further processing\n",
     ),
     reader=IsoReader,
-    detect=_detect,
+    detect=share_detector(_match),
 )

@@ -18,13 +18,14 @@ the two kinds a file is gets decided by :func:`flavour` from features only one o
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from forensics.clock import NS, month_number, parse_fraction_ns, parse_iso, uptime_ns
 from forensics.events import TsSource
 from forensics.parsers.base import ParseContext
 from forensics.parsers.kernlog import Head, KernelLogParser, is_noise, strip_ansi
 
-__all__ = ["PARSER", "SyslogReader", "flavour"]
+__all__ = ["PARSER", "SyslogReader", "flavour", "flavour_detector"]
 
 _SHORT_RE = re.compile(
     r"^([^\W\d_]{2,}\.?|\d{1,2}月)\s{1,2}(\d{1,2})\s+(\d{1,2}):(\d\d):(\d\d)(?:\.(\d{1,9}))?\s+"
@@ -237,11 +238,14 @@ def flavour(head: list[str]) -> tuple[str, float]:
     return kind, (matched_stamped + matched_stampless) / total
 
 
-def _detect(head: list[str]) -> float:
-    kind, frac = flavour(head)
-    if kind != "journalctl" or frac < 0.3:
-        return 0.0
-    return 0.88 * frac
+def flavour_detector(wanted: str) -> Callable[[list[str]], float]:
+    """``detect(head)`` for one flavour (``journalctl`` or ``syslog``) of the shared line shape."""
+
+    def detect(head: list[str]) -> float:
+        kind, frac = flavour(head)
+        return 0.88 * frac if kind == wanted and frac >= 0.3 else 0.0
+
+    return detect
 
 
 def _reader(ctx: ParseContext) -> SyslogReader:
@@ -272,5 +276,5 @@ PARSER = KernelLogParser(
         "kernel: NVRM: Xid (PCI:0000:ed:00): 45, pid=1818992, name=python3, Ch 0000000c caused by previous Xid 145\n",
     ),
     reader=_reader,
-    detect=_detect,
+    detect=flavour_detector("journalctl"),
 )

@@ -42,6 +42,8 @@ __all__ = [
     "KRecord",
     "head_fraction",
     "is_noise",
+    "share_detector",
+    "stamped_head",
 ]
 
 #: files up to this size are read record by record (every record an event, ~30 µs each); bigger
@@ -136,6 +138,26 @@ def head_fraction(head: list[str], matches: Callable[[str], bool]) -> float:
         if matches(text):
             hits += 1
     return hits / total if total else 0.0
+
+
+def share_detector(matches: Callable[[str], bool], weight: float = 0.9) -> Callable[[list[str]], float]:
+    """``detect(head)`` for a format recognised line by line: ``weight`` × the share of the first
+    lines that ``matches`` accepts (see :func:`head_fraction`), 0 when under 30 %."""
+
+    def detect(head: list[str]) -> float:
+        frac = head_fraction(head, matches)
+        return weight * frac if frac >= 0.3 else 0.0
+
+    return detect
+
+
+def stamped_head(text: str, msg: str, placed: tuple[int, TsSource] | None, level: int | None = None,
+                 facility: str | None = None) -> Head:
+    """The head of a line whose message ``msg`` ends it after a stamp placed at ``placed``."""
+    head = Head(msg=msg, col=len(text) - len(msg), level=level, facility=facility)
+    if placed is not None:
+        head.ts, head.ts_source = placed
+    return head
 
 
 def _prev_line(doc: TextDocument, line: Line) -> Line | None:

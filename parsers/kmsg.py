@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from forensics.events import Event, Severity, TsSource
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.dmesg import FACILITIES
-from forensics.parsers.kernlog import Head, KernelLogParser, head_fraction
+from forensics.parsers.kernlog import Head, KernelLogParser, share_detector
 from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER"]
@@ -68,11 +68,6 @@ class KmsgReader:
         return (m.group(1).lower(), m.group(2)) if m else None
 
 
-def _detect(head: list[str]) -> float:
-    frac = head_fraction(head, lambda t: _KMSG_RE.match(t) is not None)
-    return 0.95 * frac if frac >= 0.3 else 0.0
-
-
 class KmsgParser(KernelLogParser):
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
         for rec in super().parse(doc, ctx):
@@ -110,5 +105,5 @@ PARSER = KmsgParser(
         "6,3966,206764312,-;nvidia-nvswitch2: open (major=510)\n",
     ),
     reader=KmsgReader,
-    detect=_detect,
+    detect=share_detector(lambda t: _KMSG_RE.match(t) is not None, 0.95),
 )

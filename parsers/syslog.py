@@ -12,17 +12,10 @@ which of the two kinds a file is.
 from __future__ import annotations
 
 from forensics.parsers.base import ParseContext
-from forensics.parsers.journalctl import SyslogReader, flavour
+from forensics.parsers.journalctl import SyslogReader, flavour_detector
 from forensics.parsers.kernlog import KernelLogParser
 
 __all__ = ["PARSER"]
-
-
-def _detect(head: list[str]) -> float:
-    kind, frac = flavour(head)
-    if kind != "syslog" or frac < 0.3:
-        return 0.0
-    return 0.88 * frac
 
 
 def _reader(ctx: ParseContext) -> SyslogReader:
@@ -43,5 +36,5 @@ PARSER = KernelLogParser(
         "type=Data Link Layer, (Transmitter ID)\n",
     ),
     reader=_reader,
-    detect=_detect,
+    detect=flavour_detector("syslog"),
 )

@@ -11,7 +11,7 @@ import re
 
 from forensics.clock import parse_iso
 from forensics.parsers.base import ParseContext
-from forensics.parsers.kernlog import Head, KernelLogParser, head_fraction
+from forensics.parsers.kernlog import Head, KernelLogParser, share_detector
 
 __all__ = ["PARSER"]
 
@@ -43,11 +43,6 @@ class TalosReader:
         return head
 
 
-def _detect(head: list[str]) -> float:
-    frac = head_fraction(head, lambda t: _TALOS_RE.match(t) is not None)
-    return 0.95 * frac if frac >= 0.3 else 0.0
-
-
 PARSER = KernelLogParser(
     name="talosctl-dmesg",
     samples=(
@@ -58,5 +53,5 @@ PARSER = KernelLogParser(
         "              4123 0x0000000020809064 0x0000000000000208 0x00065013118cef7b 0x00065013118cefe3    104us  \n",
     ),
     reader=TalosReader,
-    detect=_detect,
+    detect=share_detector(lambda t: _TALOS_RE.match(t) is not None, 0.95),
 )
