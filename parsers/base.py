@@ -19,6 +19,7 @@ Parsers never raise on bad content: they skip what they cannot read and call
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import tzinfo
@@ -27,7 +28,7 @@ from typing import Any, Protocol
 from forensics.events import Event, MetricSample, Origin
 from forensics.textdoc import Line, TextDocument
 
-__all__ = ["ParseContext", "Parser", "Record", "as_int"]
+__all__ = ["ParseContext", "Parser", "Record", "as_int", "json_objects"]
 
 Record = Event | MetricSample
 
@@ -81,6 +82,24 @@ def as_int(value: Any) -> int | None:
         if digits.isascii() and digits.isdigit():
             return int(text)
     return None
+
+
+def json_objects(doc: TextDocument, ctx: ParseContext) -> Iterator[tuple[Line, dict[str, Any]]]:
+    """The JSON objects of a JSON-lines file with their lines. A line that is not JSON is skipped
+    with a warning, except the last one: a torn last line is what a crash leaves."""
+    lines = list(doc.lines())
+    for pos, line in enumerate(lines):
+        text = line.text.strip()
+        if not text:
+            continue
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            if pos < len(lines) - 1:
+                ctx.warn("not a JSON line", line)
+            continue
+        if isinstance(obj, dict):
+            yield line, obj
 
 
 class Parser(Protocol):

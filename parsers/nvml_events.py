@@ -10,13 +10,12 @@ return: placed at the time the call began), ``recovered``, ``sampler-exited``,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 from forensics.events import Event, Severity, TsSource
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.base import ParseContext, Record, json_objects
 from forensics.textdoc import TextDocument
 
 FORMAT = "gpu-forensics-nvml-events"
@@ -43,19 +42,7 @@ class NvmlEventsParser:
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
         host = ctx.host
-        lines = list(doc.lines())
-        for pos, line in enumerate(lines):
-            text = line.text.strip()
-            if not text:
-                continue
-            try:
-                obj: Any = json.loads(text)
-            except ValueError:
-                if pos < len(lines) - 1:
-                    ctx.warn("not a JSON line", line)
-                continue
-            if not isinstance(obj, dict):
-                continue
+        for line, obj in json_objects(doc, ctx):
             if obj.get("format") == FORMAT:
                 host = obj.get("host") if isinstance(obj.get("host"), str) else host
                 continue

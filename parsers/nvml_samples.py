@@ -11,12 +11,11 @@ event reasons, PCIe link, ECC, remapped rows, replays) or memory use moves by mo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from forensics.events import MetricSample, TsSource
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.base import ParseContext, Record, json_objects
 from forensics.textdoc import Line, TextDocument
 
 FORMAT = "gpu-forensics-nvml"
@@ -53,19 +52,7 @@ class NvmlSamplesParser:
         state: dict[str, dict[str, float]] = {}
         last_emit: dict[str, int] = {}
         pending: dict[str, tuple[int, Line]] = {}
-        lines = list(doc.lines())
-        for pos, line in enumerate(lines):
-            text = line.text.strip()
-            if not text:
-                continue
-            try:
-                obj: Any = json.loads(text)
-            except ValueError:
-                if pos < len(lines) - 1:  # a torn last line is what a crash leaves; others are worth a word
-                    ctx.warn("not a JSON line", line)
-                continue
-            if not isinstance(obj, dict):
-                continue
+        for line, obj in json_objects(doc, ctx):
             if obj.get("format") == FORMAT:
                 columns = {str(k): str(v) for k, v in (obj.get("columns") or {}).items()}
                 for g in obj.get("gpus") or []:
