@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from forensics.events import Event
 
-__all__ = ["Confidence", "Finding", "Role", "Verdict"]
+__all__ = ["Confidence", "Finding", "Role", "Verdict", "number_ranges"]
 
 
 class Role(StrEnum):
@@ -71,3 +72,17 @@ class Verdict:
     @property
     def root_cause_id(self) -> str | None:
         return self.root_cause.signature if self.root_cause else None
+
+
+def number_ranges(numbers: Iterable[int]) -> str:
+    """Ranks or GPU indices as a person writes them: ``[0, 1, 2, 5]`` → ``"0–2, 5"``."""
+    nums = sorted(set(numbers))
+    parts: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[i]) if i == j else f"{nums[i]}–{nums[j]}")
+        i = j + 1
+    return ", ".join(parts)

@@ -8,6 +8,7 @@ import pytest
 from matchkit import T0, ev, sample, timeline
 
 from forensics.analysis import Options, analyze, parse_input
+from forensics.findings import number_ranges
 from forensics.match import add_derived_events
 from forensics.match.detectors.gpu_metrics import (
     clock_throttle,
@@ -18,7 +19,7 @@ from forensics.match.detectors.gpu_metrics import (
 )
 from forensics.match.detectors.oom_margin import memory_margin_oom
 from forensics.match.detectors.progress import no_progress, throughput_drop
-from forensics.match.detectors.ranks import cross_rank, rank_ranges
+from forensics.match.detectors.ranks import cross_rank
 from forensics.match.detectors.recorder_health import nvml_unresponsive
 from forensics.sources import InputFile
 from forensics.timeline import build_timeline
@@ -301,7 +302,7 @@ def test_few_pasted_ranks_say_nothing_about_the_others() -> None:
 
 
 def test_rank_ranges() -> None:
-    assert rank_ranges([5, 0, 1, 2, 7]) == "0–2, 5, 7"
+    assert number_ranges([5, 0, 1, 2, 7]) == "0–2, 5, 7"
 
 
 # -- real files through the parsers ---------------------------------------------------------------------

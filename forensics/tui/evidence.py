@@ -18,7 +18,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from forensics.events import Event, Severity
-from forensics.findings import Finding
+from forensics.findings import Finding, number_ranges
 from forensics.textdoc import TextDocument
 from forensics.tui.dialogs import context_lines, excerpt, render_context
 from forensics.tui.model import (
@@ -34,7 +34,7 @@ from forensics.tui.model import (
     other_facts,
     reflow,
 )
-from forensics.tui.overview import FACTS_STYLE, MUTED, RISK_STYLE, finding_badge, is_risk, ranges_text
+from forensics.tui.overview import FACTS_STYLE, MUTED, RISK_STYLE, finding_badge, is_risk
 from forensics.tui.timeline_view import SEVERITY_TAGS, severity_style, source_style
 
 __all__ = ["EvidenceView", "ShowInTimeline", "evidence_body"]
@@ -94,7 +94,7 @@ def evidence_body(model: Model, position: int, document: Callable[[str], TextDoc
     if f.gpus:
         facts.append("GPUs " + ", ".join(f.gpus))
     if f.ranks:
-        facts.append("ranks " + ranges_text(f.ranks))
+        facts.append("ranks " + number_ranges(f.ranks))
     parts.append(Text(" · ".join(facts), MUTED))
     if f.note:
         parts.append(Text(f"why this role: {f.note}", Style(italic=True, color="#a6accd")))

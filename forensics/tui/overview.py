@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.console import RenderableType
@@ -17,7 +16,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from forensics.findings import Finding, Role
+from forensics.findings import Finding, Role, number_ranges
 from forensics.match.facts import oom_sentence
 from forensics.tui.chart_widgets import GpuSparkTable
 from forensics.tui.model import (
@@ -31,7 +30,7 @@ from forensics.tui.model import (
     reflow,
 )
 
-__all__ = ["FindingChosen", "OverviewView", "facts_text", "finding_option", "ranges_text", "role_badge",
+__all__ = ["FindingChosen", "OverviewView", "facts_text", "finding_option", "role_badge",
            "verdict_text"]
 
 MUTED = Style(color="#8a8fa8")
@@ -66,20 +65,6 @@ def finding_badge(f: Finding) -> Text:
     return role_badge(f.role, is_risk(f))
 
 
-def ranges_text(numbers: Sequence[int]) -> str:
-    """``[0, 1, 2, 3, 5]`` → ``0–3, 5``."""
-    out: list[str] = []
-    nums = sorted(set(numbers))
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        out.append(str(nums[i]) if i == j else f"{nums[i]}–{nums[j]}")
-        i = j + 1
-    return ", ".join(out)
-
-
 def _where(f: Finding) -> str:
     parts = []
     if f.hosts:
@@ -87,7 +72,7 @@ def _where(f: Finding) -> str:
     if f.gpus:
         parts.append("GPU " + ", ".join(f.gpus[:4]) + (" …" if len(f.gpus) > 4 else ""))
     if f.ranks:
-        parts.append("rank " + ranges_text(f.ranks))
+        parts.append("rank " + number_ranges(f.ranks))
     return " · ".join(parts)
 
 
@@ -219,7 +204,7 @@ def facts_text(model: Model) -> RenderableType:
                             Style(color="#ff5370") if "(max" in link else Style())
         rows.append(("GPUs", gpu_text))
     if facts.ranks:
-        rows.append(("Ranks", ranges_text(facts.ranks)))
+        rows.append(("Ranks", number_ranges(facts.ranks)))
     if facts.versions:
         rows.append(("Versions", " · ".join(f"{k} {v}" for k, v in facts.versions.items())))
     kinds = Counter(s.kind for s in analysis.sources)

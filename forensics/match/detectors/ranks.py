@@ -25,10 +25,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from forensics.events import Event, Severity
+from forensics.findings import number_ranges
 from forensics.match.detectors.common import derived
 from forensics.parsers.base import as_int as _int
 
-__all__ = ["cross_rank", "rank_ranges"]
+__all__ = ["cross_rank"]
 
 #: Without process-group names, SeqNums further apart than this belong to different groups.
 SEQ_NEAR = 64
@@ -106,23 +107,9 @@ def _world(events: Sequence[Event]) -> int | None:
     return max(ranks) + 1 if ranks else None
 
 
-def rank_ranges(ranks: Iterable[int]) -> str:
-    """``[0, 1, 2, 5]`` → ``"0–2, 5"``."""
-    rs = sorted(set(ranks))
-    parts: list[str] = []
-    i = 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        parts.append(str(rs[i]) if i == j else f"{rs[i]}–{rs[j]}")
-        i = j + 1
-    return ", ".join(parts)
-
-
 def _label(ranks: Iterable[int]) -> str:
     rs = sorted(set(ranks))
-    return f"rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs)}"
+    return f"rank{'s' if len(rs) > 1 else ''} {number_ranges(rs)}"
 
 
 def _first_per_rank(waits: Sequence[_Wait]) -> dict[int, _Wait]:
