@@ -139,6 +139,10 @@ _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun",
 _LEVEL = r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _SRUN_LABEL = re.compile(r"^\s{0,4}(?P<label>\d{1,5}): ")
 _RANK = re.compile(r"^\[(?:rank|default)(?P<rank>\d+)\]:\s?")
+# Open MPI ``mpirun --tag-output`` ("[jobid,rank]<stdout>:"), optionally after a stamp
+# ("--timestamp-output" or a log collector): "2020-11-08 20:25:49 [1,0]<stdout>:host:993:993 [3] NCCL WARN ..."
+_OMPI_TAG = re.compile(r"^(?:(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d) )?"
+                       r"\[\d+,(?P<rank>\d+)\]<std(?:out|err|diag)>:\s?")
 _RAY = re.compile(r"^\((?P<actor>[A-Za-z_][\w.-]*)(?: rank=(?P<rank>\d+))? pid=(?P<pid>\d+)(?:, ip=[\d.:a-f]+)?\)\s?")
 # vLLM: "ERROR 08-06 18:38:55 multiproc_worker_utils.py:226] " / "INFO 04-15 00:31:11 [worker.py:574] "
 _VLLM = re.compile(_LEVEL + r" (?P<mo>\d\d)-(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)(?:\.(?P<f>\d+))? "
@@ -216,6 +220,15 @@ def split_body(text: str, srun_labels: bool = False) -> Body:
             key_parts.append("n" + label)
             text = text[m.end():]
     for _ in range(3):
+        if "]<std" in text[:40]:
+            m = _OMPI_TAG.match(text)
+            if m:
+                body.rank = int(m.group("rank"))
+                if m.group("y"):
+                    body.stamp = _stamp(m)
+                key_parts.append("m" + m.group("rank"))
+                text = text[m.end():]
+                continue
         if text.startswith("[rank") or text.startswith("[default"):
             m = _RANK.match(text)
             if m:

@@ -20,6 +20,11 @@ from forensics.textdoc import Line, TextDocument
 __all__ = ["PARSER"]
 
 _BANNER = re.compile(r"^\*\s+Bugcheck Analysis\s+\*")
+# The analysis body pasted without its banner (users often copy from KEY_VALUES_STRING or
+# BUGCHECK_CODE on): either line opens an analysis when none is open.
+_BODY_START = re.compile(r"^(?:KEY_VALUES_STRING:|BUGCHECK_CODE:\s+[0-9A-Fa-f]+\s*$)")
+_BODY_FIELDS = re.compile(r"^(?:BUGCHECK_CODE:\s+[0-9A-Fa-f]+|BUGCHECK_P1:\s+[0-9A-Fa-f`]+|KEY_VALUES_STRING:.*)\s*$",
+                          re.M)
 _TITLE = re.compile(r"^([A-Z][A-Z0-9_]{3,})\s+\(([0-9a-fA-F]{1,8})\)\s*$")
 _BUGCHECK_LINE = re.compile(r"^BugCheck\s+([0-9A-Fa-f]+),\s*\{([^}]*)\}")
 _ARG = re.compile(r"^Arg(\d):\s*([0-9a-fA-F`]+)")
@@ -97,6 +102,27 @@ IMAGE_NAME:  nvlddmkm.sys
 PROCESS_NAME:  System
 FAILURE_BUCKET_ID:  0x116_IMAGE_nvlddmkm.sys
 """,
+        # Real: the body of `!analyze -v` pasted without its banner (tensorflow issue 62633, trimmed).
+        """KEY_VALUES_STRING: 1
+
+    Key  : Analysis.CPU.mSec
+    Value: 3015
+
+    Key  : WER.OS.Version
+    Value: 10.0.19041.1
+
+BUGCHECK_CODE:  133
+
+BUGCHECK_P1: 1
+
+BUGCHECK_P2: 1e00
+
+BUGCHECK_P3: fffff8024c8fb320
+
+BUGCHECK_P4: 0
+
+DPC_TIMEOUT_TYPE:  DPC_QUEUE_EXECUTION_TIMEOUT_EXCEEDED
+""",
     )
 
     def detect(self, head: list[str]) -> float:
@@ -105,6 +131,8 @@ FAILURE_BUCKET_ID:  0x116_IMAGE_nvlddmkm.sys
             return 0.97
         if re.search(r"^BugCheck [0-9A-Fa-f]+, \{", text, re.M) or "Microsoft (R) Windows Debugger" in text:
             return 0.9
+        if len(_BODY_FIELDS.findall("\n".join(head[:60]))) >= 2:
+            return 0.85
         return 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
@@ -122,6 +150,8 @@ FAILURE_BUCKET_ID:  0x116_IMAGE_nvlddmkm.sys
             if (banner or header) and (current is None or current.name is not None):
                 if current is not None:
                     yield self._event(current, ctx, session)
+                current = _Analysis(line)
+            elif current is None and _BODY_START.match(text):
                 current = _Analysis(line)
             if current is None:
                 continue
@@ -165,7 +195,9 @@ FAILURE_BUCKET_ID:  0x116_IMAGE_nvlddmkm.sys
         msg = "bugcheck" + (f" 0x{code:X}" if code is not None else "") + (f" {name}" if name else "")
         if image:
             msg += f" (image {image})"
-        attrs = {"code": code, "name": name, "args": a.args, "image": image, "module": f.get("MODULE_NAME"),
+        args = a.args or [f[k].replace("`", "") for k in ("BUGCHECK_P1", "BUGCHECK_P2", "BUGCHECK_P3", "BUGCHECK_P4")
+                          if k in f]
+        attrs = {"code": code, "name": name, "args": args, "image": image, "module": f.get("MODULE_NAME"),
                  "bucket": f.get("FAILURE_BUCKET_ID"), "process": f.get("PROCESS_NAME")}
         return Event(ts=session, ts_source=TsSource.EXACT if session is not None else TsSource.NONE,
                      source=ctx.source, kind="bugcheck", message=msg,
