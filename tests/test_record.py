@@ -172,10 +172,7 @@ side = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 i = 0
 while True:
     line = f"line {i}\\n"
-    try:
-        sys.stdout.write(line); sys.stdout.flush()
-    except OSError:
-        break
+    sys.stdout.write(line); sys.stdout.flush()  # goes on after the recorder's death (the keeper); the test ends it
     os.write(side, f"{time.time()} {line}".encode())
     i += 1
     time.sleep(0.02)
@@ -198,6 +195,7 @@ def test_recorder_sigkilled_leaves_a_readable_interrupted_bundle(tmp_path: Path)
     m = manifest(out)
     child = m["child_pid"]
     with_suppress_kill(child)
+    proc.communicate(timeout=30)  # EOF: the keeper passed the output on to the child's end, then left
     assert m["status"] == "running"
     recorded = (b / "stdout.log").read_bytes()
     printed = [ln.split(" ", 1) for ln in side.read_text().splitlines()]

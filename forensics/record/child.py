@@ -118,9 +118,15 @@ class Child:
             with contextlib.suppress(OSError, ValueError, TypeError):
                 signal.signal(sig, old)  # type: ignore[arg-type]
 
+    def open_streams(self) -> dict[str, _Stream]:
+        """Make the child's stdout/stderr (pty or pipe) before the spawn, so a keeper can share the read ends."""
+        if not self.streams:
+            self.streams = {"stdout": self._make_stream("stdout", 1), "stderr": self._make_stream("stderr", 2)}
+        return self.streams
+
     def start(self) -> None:
         """Spawn the child (raises OSError when it cannot be executed)."""
-        self.streams = {"stdout": self._make_stream("stdout", 1), "stderr": self._make_stream("stderr", 2)}
+        self.open_streams()
         tty_fd = _terminal_fd()
         foreground = False
         if tty_fd is not None:

@@ -1,7 +1,8 @@
 """One recording: the bundle directory, the child, and the helpers around it.
 
 Order matters for a guest: validate (bad usage leaves nothing behind), create the bundle
-and its manifest (status ``running``), start the child at once, then the helpers (NVML
+and its manifest (status ``running``), fork the keeper (it passes the child's output on if
+this process is SIGKILLed: keeper.py), start the child at once, then the helpers (NVML
 sampler, kernel log, host snapshot) — none of them can delay or stop the child. At the
 end the manifest is completed (``finished`` or ``interrupted``) by an atomic rename.
 """
@@ -28,6 +29,7 @@ from forensics.errors import RecordError, UsageError
 from forensics.record.arm import TORCH_DIR, arm_env
 from forensics.record.child import Child, ExitStatus
 from forensics.record.clock import boot_times, iso_utc, local_zone_name, now_ns, stamp_for_path
+from forensics.record.keeper import Keeper, KeptStream
 from forensics.record.kernel_log import KernelLogFollower
 from forensics.record.redact import redact_argv, redact_env
 from forensics.record.supervisor import RECORDER_LOG, NvmlSupervisor
@@ -202,6 +204,7 @@ class Recording:
         self.supervisor: NvmlSupervisor | None = None
         self.kernel_log: KernelLogFollower | None = None
         self.snapshot: subprocess.Popen[bytes] | None = None
+        self.keeper: Keeper | None = None
 
     def _tick(self) -> None:
         """Once a second: the heartbeat, and the terminal's size passed on to the child's pseudo-terminals."""
@@ -213,9 +216,12 @@ class Recording:
         if self.armed:
             (self.bundle / TORCH_DIR).mkdir(exist_ok=True)
         self.child.install_signal_handlers()
+        self._guard("keeper", self._start_keeper)
         try:
             self.child.start()
         except (OSError, subprocess.SubprocessError) as exc:
+            if self.keeper is not None:
+                self.keeper.release()
             reason = getattr(exc, "strerror", None) or str(exc)
             self.manifest.update(status="failed-to-start", error=f"cannot run {self.argv[0]}: {reason}",
                                  end=iso_utc(now_ns()), end_ns=now_ns())
@@ -224,11 +230,14 @@ class Recording:
             self.child.restore_signal_handlers()
             raise RecordError(f"cannot run {self.argv[0]}: {reason}") from None
         assert self.child.proc is not None
+        if self.keeper is not None:
+            self.keeper.child_started(self.child.proc.pid)
         self.manifest.update(child_pid=self.child.proc.pid)
         self._start_helpers()
         try:
             status = self.child.wait()
         except BaseException as exc:  # the recorder could not see the child to its end: say so, close up
+            # (the keeper is not released: when this process exits, it passes the child's output on)
             self.manifest.update(status="interrupted", error=f"{type(exc).__name__}: {exc}",
                                  end=iso_utc(now_ns()), end_ns=now_ns())
             self._guard("closing", self._close_files)
@@ -246,6 +255,12 @@ class Recording:
         except Exception as exc:  # a helper that fails costs its evidence, never the run
             self.manifest.error(what, exc)
             return None
+
+    def _start_keeper(self) -> None:
+        """Fork the keeper before the child, while this process has no other thread (see keeper.py)."""
+        self.keeper = Keeper.start([KeptStream(s.read_fd, s.echo_fd, self.bundle / f"{name}.log",
+                                               self.bundle / f"{name}.idx")
+                                    for name, s in self.child.open_streams().items()])
 
     def _start_helpers(self) -> None:
         self._guard("tees", self._start_tees)
@@ -299,6 +314,8 @@ class Recording:
             time.sleep(0.05)
         for tee in self.tees:
             tee.join(timeout=DRAIN_S + 10)
+        if self.keeper is not None:
+            self._guard("keeper", self.keeper.release)
         if status.code != 0:
             # The driver often logs the Xid as the failed process's context is torn down, and NVML
             # delivers its event up to a second later: keep the sampler and kernel log a moment longer.

@@ -90,16 +90,16 @@ class StreamTee(threading.Thread):
                 raise
             if not data:
                 return
+            now = time.time_ns()
+            self.last_data = time.monotonic()
+            self.log.write(data)  # at once: the keeper goes on from here if this process is SIGKILLed
+            self._echo(data)
+            self.received += len(data)
+            self._index(now, b"\n" in data)
             if self.batch_s and len(data) < CHUNK:
                 # A burst of small writes: let them gather in the pipe for a moment rather than wake
                 # up (and make the child wake us) for each one. A pty's buffer is too small for this.
                 time.sleep(self.batch_s)
-            now = time.time_ns()
-            self.last_data = time.monotonic()
-            self.log.write(data)
-            self._echo(data)
-            self.received += len(data)
-            self._index(now, b"\n" in data)
 
     def _index(self, now: int, newline: bool) -> None:
         self._pending = (self.received, now)
