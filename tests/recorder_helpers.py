@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +49,20 @@ def manifest(out: Path) -> dict[str, Any]:
 
 def jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def read_until(fd: int, needle: bytes, timeout: float = 30) -> bytes:
+    """Read a pseudo-terminal's master side until ``needle`` shows, it closes, or ``timeout`` passes."""
+    buf = b""
+    end = time.monotonic() + timeout
+    while needle not in buf and time.monotonic() < end:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: every slave side is closed
+                break
+            if not chunk:
+                break
+            buf += chunk
+    return buf

@@ -7,14 +7,13 @@ import contextlib
 import os
 import pty
 import re
-import select
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from recorder_helpers import bundle, env, manifest, recorder_argv
+from recorder_helpers import bundle, env, manifest, read_until, recorder_argv
 
 from forensics.bundle import IDX_MAGIC, receipt_lookup
 
@@ -91,22 +90,6 @@ os.read(0, 1)  # the prompt: wait for a key
 """
 
 
-def _read_until(fd: int, needle: bytes, timeout: float = 30) -> bytes:
-    buf = b""
-    end = time.monotonic() + timeout
-    while needle not in buf and time.monotonic() < end:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if r:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # EIO: every slave side is closed
-                break
-            if not chunk:
-                break
-            buf += chunk
-    return buf
-
-
 def test_pty_child_outlives_a_sigkilled_recorder(tmp_path: Path) -> None:
     go, done, out = tmp_path / "go", tmp_path / "done", tmp_path / "out"
     pid, master = pty.fork()
@@ -116,14 +99,14 @@ def test_pty_child_outlives_a_sigkilled_recorder(tmp_path: Path) -> None:
         finally:
             os._exit(127)
     try:
-        screen = _read_until(master, b"line 19\r\n")
+        screen = read_until(master, b"line 19\r\n")
         found = re.search(rb"recorder pid (\d+)", screen)
         assert found and b"line 19" in screen, screen
         os.kill(int(found[1]), signal.SIGKILL)
-        screen += _read_until(master, b"recorder ended -9")
+        screen += read_until(master, b"recorder ended -9")
         assert b"recorder ended -9" in screen
         go.touch()
-        screen += _read_until(master, b"line 59\r\n")
+        screen += read_until(master, b"line 59\r\n")
         for _ in range(3000):  # the child writes its note after its last line
             if done.exists():
                 break
@@ -131,7 +114,7 @@ def test_pty_child_outlives_a_sigkilled_recorder(tmp_path: Path) -> None:
         assert done.read_text() == "finished, exit 7"
         os.write(master, b"\n")  # leave the shell
         # EOF (EIO) on the terminal once no process holds it: the keeper has left too.
-        screen += _read_until(master, b"\0never\0")
+        screen += read_until(master, b"\0never\0")
         _, status = os.waitpid(pid, 0)
     finally:
         os.close(master)

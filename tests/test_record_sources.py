@@ -6,7 +6,6 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
-import select
 import signal
 import struct
 import subprocess
@@ -15,7 +14,7 @@ import termios
 import time
 from pathlib import Path
 
-from recorder_helpers import bundle, env, jsonl, manifest, recorder_argv, run
+from recorder_helpers import bundle, env, jsonl, manifest, read_until, recorder_argv, run
 
 from forensics.analysis import analyze
 from forensics.bundle import IDX_MAGIC, receipt_lookup
@@ -168,22 +167,6 @@ def test_receipt_index_does_not_grow_per_carriage_return(tmp_path: Path) -> None
     assert before <= (at(0) or 0) <= (at(done) or 0) <= after
 
 
-def _read_until(fd: int, needle: bytes, timeout: float = 20) -> bytes:
-    buf = b""
-    end = time.monotonic() + timeout
-    while needle not in buf and time.monotonic() < end:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if r:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            buf += chunk
-    return buf
-
-
 TTY_CHILD = """
 import os, signal, sys, time
 def on(sig, frame):
@@ -205,11 +188,11 @@ def test_on_a_terminal_the_child_is_foreground_and_ctrl_c_reaches_it_once(tmp_pa
         finally:
             os._exit(127)
     try:
-        out = _read_until(master, b"ready")
+        out = read_until(master, b"ready", timeout=20)
         assert b"stdout tty=True stderr tty=True fg=True" in out
         assert b"size=(101, 33)" in out
         os.write(master, b"\x03")  # Ctrl-C typed at the terminal
-        out += _read_until(master, b"child got SIGINT")
+        out += read_until(master, b"child got SIGINT", timeout=20)
         assert out.count(b"child got SIGINT") == 1
         _, status = os.waitpid(pid, 0)
     finally:
@@ -231,7 +214,7 @@ def test_interrupted_child_on_a_terminal_ends_the_recorder_like_sigint(tmp_path:
         finally:
             os._exit(127)
     try:
-        _read_until(master, b"ready")
+        read_until(master, b"ready", timeout=20)
         os.write(master, b"\x03")
         _, status = os.waitpid(pid, 0)
     finally:
