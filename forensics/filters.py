@@ -1,9 +1,10 @@
 """``--since / --until / --host / --rank``: narrow the timeline before the signatures read it.
 
 Times are absolute (``2026-11-30 14:00``, ``2026-11-30T14:00:00Z``, ``Nov 30 14:00``: any form
-``dateutil`` reads; without a zone in ``--tz``, else UTC, the zone the reports print) or relative
-(``2h``, ``30m ago``, ``1h30m``, ``90s``, ``2d``): relative to the *last* event of the inputs, the
-post-mortem's "now" (an old log filtered against the wall clock would come out empty).
+``dateutil`` reads; without a zone in ``--tz``, else UTC, the zone the reports print; a time without
+a date, ``14:00``, on the day of the last event) or relative (``2h``, ``30m ago``, ``1h30m``, ``90s``,
+``2d``): relative to the *last* event of the inputs, the post-mortem's "now" (an old log filtered
+against the wall clock would come out empty).
 
 A host or rank filter keeps the events of those hosts/ranks *and* the events that name none (a
 kernel line names no rank, a single-host log may name no host): they may be the cause of the
@@ -33,18 +34,30 @@ NS = 1_000_000_000
 
 @dataclass(frozen=True)
 class Bound:
-    """A time bound: an absolute UTC ns, or ``relative_s`` seconds before the last event."""
+    """A time bound: an absolute UTC ns; ``relative_s`` seconds before the last event; or a time of
+    day without a date (``14:00``), ``day_time`` on the day of the last event (in ``tz``)."""
 
     text: str
     ts: int | None = None
     relative_s: float | None = None
+    day_time: datetime | None = None  # naive or aware; only its time of day and zone count
 
     def resolve(self, last_ts: int | None) -> int | None:
         if self.ts is not None:
             return self.ts
-        if last_ts is None or self.relative_s is None:
+        if last_ts is None:
             return None
-        return last_ts - round(self.relative_s * NS)
+        if self.relative_s is not None:
+            return last_ts - round(self.relative_s * NS)
+        if self.day_time is not None:
+            zone = self.day_time.tzinfo or UTC
+            day = datetime.fromtimestamp(last_ts / NS, zone).date()
+            return _ns(datetime.combine(day, self.day_time.timetz().replace(tzinfo=zone)))
+        return None
+
+
+def _ns(dt: datetime) -> int:
+    return (dt.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
 
 
 def _relative_seconds(text: str) -> float | None:
@@ -66,15 +79,17 @@ def parse_bound(text: str, flag: str, tz: tzinfo | None = None) -> Bound:
         return Bound(text, relative_s=relative)
     from dateutil import parser as du_parser
 
-    try:
-        dt = du_parser.parse(text, default=datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0,
-                                                                     tzinfo=None))
+    try:  # parsed against two default dates: where they differ, the text gave no date
+        first = du_parser.parse(text, default=datetime(2000, 1, 1))
+        second = du_parser.parse(text, default=datetime(2001, 2, 2))
     except (ValueError, OverflowError) as exc:
         raise UsageError(f"{flag}: cannot read {text!r} as a time ({exc}); use e.g. '2026-11-30 14:00', "
-                         "'2026-11-30T14:00:00Z', '2h' or '30m ago'") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=tz or UTC)
-    return Bound(text, ts=(dt.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000)
+                         "'2026-11-30T14:00:00Z', '14:00' (the last event's day), '2h' or '30m ago'") from None
+    if first.tzinfo is None:
+        first = first.replace(tzinfo=tz or UTC)
+    if first.date() != second.date():
+        return Bound(text, day_time=first)
+    return Bound(text, ts=_ns(first))
 
 
 def parse_ranks(items: Sequence[str]) -> frozenset[int]:

@@ -132,6 +132,8 @@ def test_relative_and_absolute_bounds() -> None:
     assert parse_bound("2026-11-30 14:00", "--since", ZoneInfo("Europe/Berlin")).ts == (1796047200 - 3600) * 10**9
     assert parse_bound("2026-11-30T14:00:00+02:00", "--since").ts == (1796047200 - 7200) * 10**9
     assert parse_ranks(["3", "0-1,7"]) == {0, 1, 3, 7}
+    day = parse_bound("14:05", "--until")  # no date: the day of the last event
+    assert day.ts is None and day.resolve(1796047200 * 10**9 + 3 * 3600 * 10**9) == (1796047200 + 300) * 10**9
 
 
 @pytest.mark.parametrize("flag", [["--since", "yesterday-ish nonsense"], ["--rank", "x"], ["--until", "5 parsecs"]])
