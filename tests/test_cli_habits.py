@@ -370,3 +370,12 @@ def test_record_lines_only_when_asked_off_a_terminal(tmp_path: Path) -> None:
     assert lines[1] == "child err"
     assert lines[2].startswith(f"forensics: bundle written to {bundle} (exit 0)")
     assert loud.stdout == b"child out\n"
+
+
+def test_record_end_line_starts_on_its_own_line(tmp_path: Path) -> None:
+    """A child whose last output has no newline (a progress bar's \\r): the recorder's line still starts a line."""
+    child = "import sys; sys.stderr.write('50%\\r'); sys.stderr.flush()"
+    res = subprocess.run(recorder_argv(tmp_path / "c", sys.executable, "-c", child, extra=("--announce",)),
+                         capture_output=True, timeout=60, env=env(), stdin=subprocess.DEVNULL)
+    err = res.stderr.decode()
+    assert "50%\r\nforensics: bundle written to" in err

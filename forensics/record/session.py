@@ -401,6 +401,9 @@ def record(argv: Sequence[str], out: Path, interval: float, arm: bool, announce:
         _say(f"bundle left in {rec.bundle} ({rec.manifest.data.get('status')})", announce)
         raise
     how = f"signal {signal.Signals(status.signal).name}" if status.signal else f"exit {status.code}"
+    if announce and any(t.tail not in (b"", b"\n") for t in rec.tees):
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write("\n")  # the child's last line had no end: ours starts on a line of its own
     _say(f"bundle written to {rec.bundle} ({how}); explain it with: "
          f"forensics analyze {shlex.quote(str(rec.bundle))}", announce)
     if status.signal == signal.SIGINT and rec.child.tty_fd is not None:
