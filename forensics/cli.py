@@ -279,7 +279,7 @@ bash:  eval "$(forensics completion bash)"            (in ~/.bashrc)
 zsh:   eval "$(forensics completion zsh)"             (in ~/.zshrc)
 fish:  forensics completion fish | source             (in ~/.config/fish/config.fish)
 
-exit status: 0
+exit status: 0, or 2 for a shell it does not know
 """
 
 
