@@ -23,6 +23,7 @@ from forensics.textdoc import TextDocument
 from forensics.timeline import Timeline, build_timeline, place_boot_relative
 
 if TYPE_CHECKING:
+    from forensics.filters import TimelineFilter
     from forensics.progress import Progress
 
 __all__ = ["Analysis", "Options", "SourceReport", "analyze", "parse_input"]
@@ -34,6 +35,8 @@ class Options:
     tz: tzinfo | None = None
     offsets: dict[str, float] = field(default_factory=dict)  # host -> seconds to add
     limits: Limits = field(default_factory=Limits)
+    #: ``--since/--until/--host/--rank``: applied to the timeline before the signatures read it
+    timeline_filter: TimelineFilter | None = None
 
 
 @dataclass
@@ -187,18 +190,25 @@ def analyze(paths: Sequence[str], options: Options | None = None,
     if meter is not None:
         meter.finish()
     timeline = build_timeline(per_source, offsets=options.offsets, names=[s.path for s in sources])
+    if options.timeline_filter is not None:
+        timeline = options.timeline_filter.apply(timeline)
     findings, verdict = match.diagnose(timeline, signatures)
     warnings = [w for s in sources for w in s.warnings] + verdict.warnings
     return Analysis(sources, timeline, findings, verdict, warnings)
 
 
+#: The JSON contract's version (docs/analyze.schema.json): fields may be added within a version;
+#: removing, renaming or retyping one bumps it.
+JSON_VERSION = 1
+
+
 def to_json_dict(analysis: Analysis) -> dict[str, Any]:
-    """The stable, versioned JSON contract of DESIGN.md."""
+    """The stable, versioned JSON contract (docs/design.md, docs/analyze.schema.json)."""
     from forensics.report import iso
 
     v = analysis.verdict
     return {
-        "version": 1,
+        "version": JSON_VERSION,
         "verdict": {
             "root_cause": v.root_cause_id,
             "confidence": str(v.confidence),

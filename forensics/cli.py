@@ -1,8 +1,9 @@
 """The ``forensics`` command line.
 
-Exit status of ``analyze``: 0 no failure found, 1 a failure was found, 2 bad usage or
-nothing readable, 3 no failure found but some inputs could not be read.
-``record`` exits with the child's own status (128+N when a signal N killed it).
+Exit statuses are in each subcommand's ``--help`` (the ``EPILOG_*`` texts below). Of ``analyze``:
+0 no failure found, 1 a failure was found, 2 bad usage or nothing readable, 3 no failure found but
+some inputs could not be read. ``record`` exits with the child's own status (128+N when a signal N
+killed it).
 Heavy imports (pandas, textual) happen inside the subcommand that needs them.
 """
 
@@ -20,7 +21,8 @@ from forensics import __version__
 from forensics.errors import ForensicsError, UsageError
 
 if TYPE_CHECKING:
-    from forensics.analysis import Options
+    from forensics.analysis import Analysis, Options
+    from forensics.filters import TimelineFilter
     from forensics.progress import ProgressLine
 
 __all__ = ["main"]
@@ -61,10 +63,33 @@ def _parse_tz(name: str | None) -> tzinfo | None:
         raise UsageError(f"--tz: unknown time zone {name!r} (use an IANA name such as Europe/Berlin or UTC)") from None
 
 
+def _timeline_filter(args: argparse.Namespace, tz: tzinfo | None) -> TimelineFilter | None:
+    from forensics.filters import TimelineFilter, parse_bound, parse_ranks
+
+    hosts = frozenset(h.strip() for item in (args.host or []) for h in item.split(",") if h.strip())
+    f = TimelineFilter(since=parse_bound(args.since, "--since", tz) if args.since else None,
+                       until=parse_bound(args.until, "--until", tz) if args.until else None,
+                       hosts=hosts, ranks=parse_ranks(args.rank or []))
+    return f if f.active else None
+
+
 def _analysis_options(args: argparse.Namespace) -> Options:
     from forensics.analysis import Options
 
-    return Options(signature_dirs=_signature_dirs(args), tz=_parse_tz(args.tz), offsets=_parse_offsets(args.offset))
+    tz = _parse_tz(args.tz)
+    return Options(signature_dirs=_signature_dirs(args), tz=tz, offsets=_parse_offsets(args.offset),
+                   timeline_filter=_timeline_filter(args, tz))
+
+
+def _plan(args: argparse.Namespace, mode: str) -> list[list[str]]:
+    """The analyses to run: a directory of several bundles stands for its newest unless ``--each`` or
+    ``--merge`` (``forensics/runs.py``); the choice is said on stderr."""
+    from forensics.runs import plan
+
+    p = plan(args.paths, mode)
+    for notice in p.notices:
+        sys.stderr.write(f"forensics: {notice}\n")
+    return p.groups
 
 
 def _progress_line(args: argparse.Namespace) -> ProgressLine | None:
@@ -76,27 +101,80 @@ def _progress_line(args: argparse.Namespace) -> ProgressLine | None:
     return ProgressLine(sys.stderr)
 
 
-def cmd_analyze(args: argparse.Namespace) -> int:
-    from forensics.analysis import analyze, dumps
-    from forensics.report import render_text
-
-    line = _progress_line(args)
-    try:
-        analysis = analyze(args.paths, _analysis_options(args), on_progress=line)
-    finally:
-        if line is not None:
-            line.clear()
-    if args.format == "json":
-        sys.stdout.write(dumps(analysis) + "\n")
-    else:
-        sys.stdout.write(render_text(analysis))
+def _status(analysis: Analysis, say: bool = True) -> int:
     if analysis.failed:
         return EXIT_FAILURE_FOUND
     if all(s.kind in ("unreadable", "binary", "empty") for s in analysis.sources):
-        sys.stderr.write("forensics: nothing readable in the inputs\n")
+        if say:
+            sys.stderr.write("forensics: nothing readable in the inputs\n")
         return EXIT_USAGE
     unreadable = any(s.kind in ("unreadable", "binary") for s in analysis.sources)
     return EXIT_PARTIAL if unreadable else EXIT_OK
+
+
+def _run_analysis(paths: Sequence[str], args: argparse.Namespace, options: Options) -> Analysis:
+    from forensics.analysis import analyze
+    from forensics.match import matcher
+
+    line = _progress_line(args)
+    kept = matcher.MAX_EVIDENCE
+    if args.all:  # every matching line on the finding, not the first and last few
+        matcher.MAX_EVIDENCE = sys.maxsize
+    try:
+        return analyze(paths, options, on_progress=line)
+    finally:
+        matcher.MAX_EVIDENCE = kept
+        if line is not None:
+            line.clear()
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from forensics.analysis import dumps
+    from forensics.colour import write_report
+    from forensics.report import render_text
+
+    if args.each and args.merge:
+        raise UsageError("--each and --merge exclude each other")
+    options = _analysis_options(args)
+    groups = _plan(args, "each" if args.each else "merge" if args.merge else "newest")
+    if not args.each:
+        analysis = _run_analysis(groups[0], args, options)
+        if args.format == "json":
+            sys.stdout.write(dumps(analysis) + "\n")
+        else:
+            write_report(render_text(analysis, full=args.all), sys.stdout)
+        return _status(analysis)
+    return _analyze_each(groups, args, options)
+
+
+def _analyze_each(groups: list[list[str]], args: argparse.Namespace, options: Options) -> int:
+    """``--each``: one analysis per bundle (or path), one summary line each (text) or one entry each (JSON)."""
+    import json
+
+    from forensics.analysis import JSON_VERSION, to_json_dict
+    from forensics.colour import write_report
+    from forensics.runs import summary_line
+
+    statuses: list[int] = []
+    runs: list[dict[str, object]] = []
+    lines: list[str] = []
+    for group in groups:
+        analysis = _run_analysis(group, args, options)
+        statuses.append(_status(analysis, say=False))
+        if args.format == "json":
+            runs.append({"paths": group, "status": statuses[-1], "analysis": to_json_dict(analysis)})
+        else:
+            lines.append(summary_line(" ".join(group), analysis))
+    if args.format == "json":
+        sys.stdout.write(json.dumps({"version": JSON_VERSION, "runs": runs}, indent=2, ensure_ascii=False) + "\n")
+    else:
+        write_report("\n".join(lines) + f"\n{len(groups)} run(s) analyzed one by one; "
+                     "forensics analyze BUNDLE for the whole report of one\n", sys.stdout)
+    for wanted in (EXIT_FAILURE_FOUND, EXIT_PARTIAL, EXIT_OK):
+        if wanted in statuses:
+            return wanted
+    sys.stderr.write("forensics: nothing readable in the inputs\n")
+    return EXIT_USAGE
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -108,7 +186,19 @@ def cmd_record(args: argparse.Namespace) -> int:
 def cmd_open(args: argparse.Namespace) -> int:
     from forensics.tui import run_app
 
-    return run_app(args.paths, _analysis_options(args))
+    if "-" in args.paths:
+        raise UsageError("open cannot read standard input (the terminal UI reads the keyboard there); "
+                         "save it to a file first, or use: forensics analyze -")
+    options = _analysis_options(args)
+    return run_app(_plan(args, "merge" if args.merge else "newest")[0], options)
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """Print the shell's completion script (argcomplete); see README, "Shell completion"."""
+    import argcomplete
+
+    sys.stdout.write(argcomplete.shellcode(["forensics"], shell=args.shell))
+    return EXIT_OK
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -124,12 +214,73 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 
 def _add_analysis_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH", help="bundle, log file, directory or archive")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="bundle, log file, directory or archive; - reads standard input")
     p.add_argument("--signatures", action="append", metavar="DIR",
                    help=f"extra signature directory (repeatable; also ${SIGNATURES_ENV})")
     p.add_argument("--tz", metavar="ZONE", help="time zone of local timestamps without one (IANA name)")
     p.add_argument("--offset", action="append", default=[], metavar="HOST=SECONDS",
                    help="shift one host's clock (overrides the estimated offset)")
+    f = p.add_argument_group("filters (applied to the timeline before the signatures read it)")
+    f.add_argument("--since", metavar="TIME",
+                   help="only events at or after TIME: '2026-11-30 14:00' (zone of --tz, else UTC), "
+                        "'2026-11-30T14:00Z', or relative to the last event: '2h', '30m ago', '1h30m'")
+    f.add_argument("--until", metavar="TIME", help="only events at or before TIME (same forms as --since)")
+    f.add_argument("--host", action="append", metavar="HOST",
+                   help="only this host's events and those naming no host (repeatable, or a,b)")
+    f.add_argument("--rank", action="append", metavar="RANKS",
+                   help="only these ranks' events and those naming no rank, e.g. 3 or 0-3,7 (repeatable)")
+    p.add_argument("--merge", action="store_true",
+                   help="a directory of several bundles is one job: read them all together "
+                        "(default: only the newest bundle)")
+
+
+EPILOG_ANALYZE = """\
+A directory that holds several bundles (forensics-runs/) stands for its newest bundle;
+--each analyzes every bundle on its own, --merge reads them all as one job.
+
+examples:
+  forensics analyze forensics-runs/
+  dmesg | forensics analyze -
+  forensics analyze --since '30m ago' --rank 3 node*.log
+
+exit status:
+  0  no failure found
+  1  a failure was found (with --each: in at least one run)
+  2  bad usage, or nothing readable in the inputs
+  3  no failure found, but some inputs could not be read
+"""
+EPILOG_RECORD = """\
+exit status: the child's own (128+N when signal N killed it); 2 when the recording
+could not start (bad --out, command not found). The bundle's path is printed on stderr
+at the start and the end when stderr is a terminal (--announce: always; --quiet: never).
+"""
+EPILOG_OPEN = """\
+exit status:
+  0  the UI was closed
+  2  bad usage, or the inputs could not be analyzed
+"""
+EPILOG_EVAL = """\
+Each case is a folder with case.toml (the primary signature wanted) and its logs.
+
+exit status:
+  0  every case was analyzed (the scores are printed; a miss is not an error)
+  1  some case could not be analyzed
+  2  bad usage (no case folders, bad signature directory)
+"""
+EPILOG_LINT = """\
+exit status:
+  0  no errors (warnings may be printed)
+  1  at least one error, printed as FILE:LINE: message
+  2  bad usage
+"""
+EPILOG_COMPLETION = """\
+bash:  eval "$(forensics completion bash)"            (in ~/.bashrc)
+zsh:   eval "$(forensics completion zsh)"             (in ~/.zshrc)
+fish:  forensics completion fish | source             (in ~/.config/fish/config.fish)
+
+exit status: 0, or 2 for a shell it does not know
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -137,41 +288,81 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpu-forensics {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    fmt = argparse.RawDescriptionHelpFormatter
     rec = sub.add_parser("record", help="run a command and record a crash-safe bundle beside it",
-                         description="Run CMD exactly as usual and record a forensic bundle beside it.")
+                         description="Run CMD exactly as usual and record a forensic bundle beside it.",
+                         epilog=EPILOG_RECORD, formatter_class=fmt)
     rec.add_argument("--out", default="forensics-runs", metavar="DIR",
                      help="directory to create the bundle in (default: ./forensics-runs)")
     rec.add_argument("--interval", type=float, default=0.1, metavar="SECONDS",
                      help="NVML sampling interval (default 0.1 s = 10 Hz)")
     rec.add_argument("--no-arm", action="store_true",
                      help="do not set PyTorch's forensic environment variables in the child")
-    rec.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...")
+    said = rec.add_mutually_exclusive_group()
+    said.add_argument("--announce", action="store_true",
+                      help="print the bundle's path on stderr even when it is not a terminal")
+    said.add_argument("--quiet", action="store_true", help="never print the bundle's path on stderr")
+    rec.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                     help="the command to run, after --, exactly as you would run it")
     rec.set_defaults(func=cmd_record)
 
-    ana = sub.add_parser("analyze", help="explain a failure from a bundle or any logs")
+    ana = sub.add_parser("analyze", help="explain a failure from a bundle or any logs",
+                         description="Explain a failure from bundles or any logs, with the lines that prove it.",
+                         epilog=EPILOG_ANALYZE, formatter_class=fmt)
     _add_analysis_flags(ana)
-    ana.add_argument("--format", choices=("text", "json"), default="text")
+    ana.add_argument("--each", action="store_true",
+                     help="analyze every bundle (or PATH) on its own: one summary line each")
+    ana.add_argument("--format", choices=("text", "json"), default="text",
+                     help="text for people (default), or JSON (schema: docs/analyze.schema.json)")
+    ana.add_argument("--all", action="store_true",
+                     help="show every matching line, file and warning where the text report elides them")
     ana.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ana.set_defaults(func=cmd_analyze)
 
-    opn = sub.add_parser("open", help="show the post-mortem in a terminal UI")
+    opn = sub.add_parser("open", help="show the post-mortem in a terminal UI",
+                         description="Show the post-mortem in a terminal UI (press ? in it for the keys).",
+                         epilog=EPILOG_OPEN, formatter_class=fmt)
     _add_analysis_flags(opn)
     opn.set_defaults(func=cmd_open)
 
-    ev = sub.add_parser("eval", help="score the analyzer on a folder of labelled cases")
-    ev.add_argument("corpus", metavar="CORPUS_DIR")
-    ev.add_argument("--signatures", action="append", metavar="DIR")
-    ev.add_argument("--verbose", action="store_true")
+    ev = sub.add_parser("eval", help="score the analyzer on a folder of labelled cases",
+                        description="Score the analyzer on a folder of labelled cases: top-1/top-3 accuracy "
+                                    "and false alarms.", epilog=EPILOG_EVAL, formatter_class=fmt)
+    ev.add_argument("corpus", metavar="CORPUS_DIR",
+                    help="folder of case folders, each with case.toml and its logs (e.g. tests/corpus)")
+    ev.add_argument("--signatures", action="append", metavar="DIR",
+                    help=f"extra signature directory (repeatable; also ${SIGNATURES_ENV})")
+    ev.add_argument("--verbose", action="store_true",
+                    help="one line per case: ok/MISS, wanted and found signature, confidence")
     ev.set_defaults(func=cmd_eval)
 
-    lint = sub.add_parser("lint-signatures", help="check signature files and report errors with file:line")
-    lint.add_argument("dirs", nargs="+", metavar="DIR")
+    lint = sub.add_parser("lint-signatures", help="check signature files and report errors with file:line",
+                          description="Check signature files: schema, regexes, ids, and that every example "
+                                      "fires (or stays silent) as it says.", epilog=EPILOG_LINT, formatter_class=fmt)
+    lint.add_argument("dirs", nargs="+", metavar="DIR",
+                      help="signature directory or .toml file (e.g. signatures/)")
     lint.set_defaults(func=cmd_lint)
+
+    comp = sub.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
+                          description="Print the tab-completion script for your shell (argcomplete).",
+                          epilog=EPILOG_COMPLETION, formatter_class=fmt)
+    comp.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete in")
+    comp.set_defaults(func=cmd_completion)
     return parser
+
+
+def _complete(parser: argparse.ArgumentParser) -> None:
+    """Answer a completion request from the shell (argcomplete sets _ARGCOMPLETE) and exit."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    import argcomplete
+
+    argcomplete.autocomplete(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    _complete(parser)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

@@ -122,39 +122,61 @@ def _shorten(name: str, width: int, unicode: bool = True) -> str:
 
 
 class ProgressLine:
-    """Draws :class:`Progress` on one terminal line, redrawn in place; ``clear`` removes it."""
+    """Draws :class:`Progress` as one line on a terminal through ``rich.progress`` (it ships with
+    Textual): a bar, the percentage, bytes done of the total, the rate and the end of the file's name,
+    within the terminal's width; redrawn in place, and ``clear`` removes it (the report then starts on
+    a clean line). The caller draws it only on a terminal and never with ``--quiet`` (``cli.py``)."""
 
     BAR = 24
 
     def __init__(self, stream: TextIO, width: Callable[[], int] | None = None) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, TextColumn
+        from rich.progress import Progress as RichProgress
+
         self.stream = stream
         self._width = width or (lambda: shutil.get_terminal_size((80, 24)).columns)
+        self.console = Console(file=stream, force_terminal=True, width=max(20, self._width()), highlight=False,
+                               emoji=False, soft_wrap=False)
+        self._unicode = not self.console.options.ascii_only
+        self._bar = RichProgress(BarColumn(bar_width=self.BAR), TextColumn("{task.fields[text]}", markup=False),
+                                 console=self.console, auto_refresh=False, transient=True,
+                                 redirect_stdout=False, redirect_stderr=False)
+        self._task = self._bar.add_task("", total=1, text="")
         self.drawn = False
-        try:
-            "█░…".encode(getattr(stream, "encoding", None) or "utf-8")  # no encoding: a str buffer
-            self._glyphs = ("█", "░")
-        except (UnicodeEncodeError, LookupError):
-            self._glyphs = ("#", "-")
 
-    def render(self, p: Progress) -> str:
-        """The line's text, at most the terminal's width minus one column (no wrap, no scroll)."""
-        filled = round(p.fraction * self.BAR)
-        full, empty = self._glyphs
-        bar = full * filled + empty * (self.BAR - filled)
+    def _text(self, p: Progress) -> str:
         amount = f"{human_bytes(p.done)} / {human_bytes(p.total)}" if p.total else human_bytes(p.done)
-        head = f"{bar} {p.fraction:4.0%}  {amount}  {human_bytes(p.rate)}/s"
-        room = self._width() - 1
+        head = f"{p.fraction:4.0%}  {amount}  {human_bytes(p.rate)}/s"
+        room = self.console.width - self.BAR - 2  # the bar, the column gap, one spare column
         if len(head) >= room:
             return head[:room]
-        return f"{head}  {_shorten(p.name, room - len(head) - 2, self._glyphs[0] == '█')}".rstrip()
+        return f"{head}  {_shorten(p.name, room - len(head) - 2, self._unicode)}".rstrip()
+
+    def _update(self, p: Progress) -> None:
+        self.console.width = max(20, self._width())
+        total = p.total if p.total > 0 else None
+        self._bar.update(self._task, completed=min(p.done, p.total) if total else 0, total=total,
+                         text=self._text(p))
+
+    def render(self, p: Progress) -> str:
+        """The line as plain text (what :meth:`__call__` draws, without its colours)."""
+        from rich.text import Text
+
+        self._update(p)
+        with self.console.capture() as captured:
+            self.console.print(self._bar.make_tasks_table(self._bar.tasks))
+        return Text.from_ansi(captured.get()).plain.rstrip("\n").rstrip()
 
     def __call__(self, p: Progress) -> None:
-        self.stream.write("\r\x1b[K" + self.render(p))
-        self.stream.flush()
-        self.drawn = True
+        self._update(p)
+        if self.drawn:
+            self._bar.refresh()
+        else:
+            self._bar.start()  # draws the first frame
+            self.drawn = True
 
     def clear(self) -> None:
         if self.drawn:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+            self._bar.stop()  # transient: the line is erased and the cursor shown again
             self.drawn = False

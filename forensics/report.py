@@ -7,6 +7,7 @@ considered and why it lost. Plain text, no colour, so it pastes into a ticket.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from forensics.findings import Finding
     from forensics.timeline import Timeline
 
-__all__ = ["iso", "render_text", "when"]
+__all__ = ["iso", "render_text", "when", "wrap_commands"]
 
 WIDTH = 100
 MAX_EVIDENCE_LINES = 6
@@ -57,7 +58,33 @@ def _wrap(text: str, indent: str) -> list[str]:
     return out
 
 
-def _evidence_lines(f: Finding, limit: int = MAX_EVIDENCE_LINES) -> list[str]:
+_OPTION = re.compile(r"--?[A-Za-z]")
+_SHORT_OPTION = re.compile(r"-[A-Za-z]{1,2}")
+
+
+def wrap_commands(text: str, width: int) -> list[str]:
+    """``text`` wrapped at spaces only, never inside a word (a long flag or path overflows the line
+    instead: it must copy-paste), and never before an option (``--format=csv``, ``-l``) nor between a
+    short option and its value (``-d COMPUTE``), so a command stays on one line with its flags."""
+    units: list[str] = []
+    previous = ""
+    for token in text.split():
+        glued = bool(units) and (_OPTION.match(token) is not None or _SHORT_OPTION.fullmatch(previous) is not None)
+        if glued:
+            units[-1] += " " + token
+        else:
+            units.append(token)
+        previous = token
+    lines: list[str] = []
+    for unit in units:
+        if lines and len(lines[-1]) + 1 + len(unit) <= width:
+            lines[-1] += " " + unit
+        else:
+            lines.append(unit)
+    return lines
+
+
+def _evidence_lines(f: Finding, limit: int | None = MAX_EVIDENCE_LINES) -> list[str]:
     shown = f.evidence[:limit]
     width = max((len(str(e.origin)) for e in shown), default=0)
     lines = []
@@ -69,7 +96,8 @@ def _evidence_lines(f: Finding, limit: int = MAX_EVIDENCE_LINES) -> list[str]:
             lines.append(f"{head}  {_short(e.message, max(60, WIDTH + 40 - len(head)))}")
     total = max(f.matched, len(f.evidence))
     if total > len(shown):
-        lines.append(f"    … {total - len(shown)} more matching line(s)")
+        more = "" if limit is None else " (--all shows them)"
+        lines.append(f"    … {total - len(shown)} more matching line(s){more}")
     return lines
 
 
@@ -80,20 +108,20 @@ def _finding_line(f: Finding) -> str:
     return f"    - {f.signature}: {f.title}{note}{where}"
 
 
-def _root(analysis: Analysis) -> list[str]:
+def _root(analysis: Analysis, full: bool = False) -> list[str]:
     v = analysis.verdict
     f = v.root_cause
     assert f is not None
     out = [f"ROOT CAUSE: {f.title}", f"  [{f.signature} · {v.confidence} confidence · score {f.score:.2f}]"]
     out += _wrap(v.summary, "  ")
-    out += ["", "  Evidence:", *_evidence_lines(f)]
+    out += ["", "  Evidence:", *_evidence_lines(f, None if full else MAX_EVIDENCE_LINES)]
     if v.consequences:
         out += ["", "  What followed (consequences, not causes):"]
         out += [_finding_line(c) for c in v.consequences]
     if f.remedy:
         out += ["", "  What to do:"]
         for i, step in enumerate(f.remedy, 1):
-            wrapped = textwrap.wrap(" ".join(step.split()), WIDTH - 7, break_on_hyphens=False)
+            wrapped = wrap_commands(step, WIDTH - 7)
             out.append(f"    {i}. {wrapped[0] if wrapped else ''}")
             out += [f"       {w}" for w in wrapped[1:]]
     if f.explain:
@@ -106,7 +134,7 @@ MAX_CLOCK_HOSTS = 8
 MAX_TIME_NOTES = 8
 
 
-def _time_lines(timeline: Timeline) -> list[str]:
+def _time_lines(timeline: Timeline, full: bool = False) -> list[str]:
     """How the sources' times were lined up: one line for the hosts' clock offsets, one per note
     of what the timeline inferred (years of year-less stamps, boot anchors)."""
     out: list[str] = []
@@ -125,20 +153,21 @@ def _time_lines(timeline: Timeline) -> list[str]:
         more = f"; … {len(hosts) - MAX_CLOCK_HOSTS} more" if len(hosts) > MAX_CLOCK_HOSTS else ""
         against = f" against {ref}" if ref and ref not in timeline.clock_given else ""
         out.append(f"Clocks{against}: " + "; ".join(parts) + more)
-    out += [f"Time: {note}" for note in timeline.notes[:MAX_TIME_NOTES]]
-    if len(timeline.notes) > MAX_TIME_NOTES:
+    out += [f"Time: {note}" for note in timeline.notes[:None if full else MAX_TIME_NOTES]]
+    if not full and len(timeline.notes) > MAX_TIME_NOTES:
         out.append(f"Time: … {len(timeline.notes) - MAX_TIME_NOTES} more")
     return out
 
 
-def render_text(analysis: Analysis) -> str:
+def render_text(analysis: Analysis, full: bool = False) -> str:
+    """The report; ``full`` (``--all``): every evidence line, file and warning, none elided."""
     v = analysis.verdict
     out: list[str] = []
     if v.root_cause is None:
         out.append(f"NO FAILURE FOUND ({v.confidence} confidence)")
         out += _wrap(v.summary, "  ")
     else:
-        out += _root(analysis)
+        out += _root(analysis, full)
     if v.contributing:
         out += ["", "  Risks and contributing findings:"]
         for c in v.contributing:
@@ -151,14 +180,15 @@ def render_text(analysis: Analysis) -> str:
     if v.root_cause is not None and v.root_cause.references:
         out += ["", "  References: " + "  ".join(v.root_cause.references[:3])]
     out.append("")
+    files, warns = (None, None) if full else (10, 20)
     out.append(f"Read {len(analysis.sources)} file(s): "
                + ", ".join(f"{s.path} ({s.kind}, {s.events} events"
                            + (f", {s.metrics} samples" if s.metrics else "") + ")"
-                           for s in analysis.sources[:10])
-               + (" …" if len(analysis.sources) > 10 else ""))
-    out += _time_lines(analysis.timeline)
-    for w in analysis.warnings[:20]:
+                           for s in analysis.sources[:files])
+               + (" …" if files is not None and len(analysis.sources) > files else ""))
+    out += _time_lines(analysis.timeline, full)
+    for w in analysis.warnings[:warns]:
         out.append(f"warning: {w}")
-    if len(analysis.warnings) > 20:
-        out.append(f"warning: … {len(analysis.warnings) - 20} more")
+    if warns is not None and len(analysis.warnings) > warns:
+        out.append(f"warning: … {len(analysis.warnings) - warns} more (--all shows them)")
     return "\n".join(out) + "\n"

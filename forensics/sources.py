@@ -300,8 +300,52 @@ def expand_inputs(paths: Sequence[str], limits: Limits | None = None,
             _METER.reset(token)
 
 
+STDIN = "-"
+STDIN_DISPLAY = "<stdin>"
+
+
+def _read_stdin(limits: Limits) -> Iterator[InputFile]:
+    """``-``: standard input (``dmesg | forensics analyze -``), read up to the one-file cap; more is cut
+    with a warning (a pipe has no size to check first). Archives and gzip are unwrapped as for files."""
+    import sys
+    import time
+
+    stream = sys.stdin.buffer if sys.stdin is not None else None
+    if stream is None:
+        yield InputFile(STDIN_DISPLAY, b"", warnings=[f"{STDIN_DISPLAY}: standard input is closed"])
+        return
+    if stream.isatty():
+        raise UsageError("'-' reads standard input, but it is a terminal: pipe a log in "
+                         "(e.g. dmesg | forensics analyze -)")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while size <= limits.max_file_bytes:
+            chunk = stream.read(min(1 << 20, limits.max_file_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        yield InputFile(STDIN_DISPLAY, b"", warnings=[f"{STDIN_DISPLAY}: cannot read ({exc.strerror or exc})"])
+        return
+    raw = b"".join(chunks)
+    warnings = []
+    if len(raw) > limits.max_file_bytes:
+        raw = raw[: limits.max_file_bytes]
+        warnings.append(f"{STDIN_DISPLAY}: more than {limits.max_file_bytes >> 20} MiB, analyzed the first "
+                        f"{limits.max_file_bytes >> 20} MiB")
+    _reading(STDIN_DISPLAY, len(raw))
+    for item in _classify(raw, STDIN_DISPLAY, time.time(), limits, depth=0, share=len(raw)):
+        item.warnings = warnings + item.warnings
+        yield item
+
+
 def _expand(paths: Sequence[str], limits: Limits) -> Iterator[InputFile]:
     for arg in paths:
+        if arg == STDIN:
+            yield from _read_stdin(limits)
+            continue
         path = Path(arg)
         if not path.exists():
             raise UsageError(f"no such file or directory: {arg}")

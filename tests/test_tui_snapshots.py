@@ -65,3 +65,13 @@ def test_metrics_utilization(snap_compare) -> None:  # type: ignore[no-untyped-d
 
 def test_help(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(incident_app(), terminal_size=(100, 36), run_before=settle, press=["question_mark"])
+
+
+def test_evidence_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """Narrow: the findings list above the detail, whole titles wrapped (not cut at 28 columns)."""
+    assert snap_compare(incident_app(), terminal_size=(80, 24), run_before=settle, press=["2"])
+
+
+def test_help_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """The key list scrolls on a short terminal: scrolled to its end, the last section shows."""
+    assert snap_compare(incident_app(), terminal_size=(80, 24), run_before=settle, press=["question_mark", "end"])

@@ -19,4 +19,5 @@ def run_record(args: argparse.Namespace) -> int:
     argv = list(args.cmd or [])
     if argv and argv[0] == "--":
         argv = argv[1:]
-    return record(argv, Path(args.out), float(args.interval), arm=not args.no_arm)
+    announce = False if getattr(args, "quiet", False) else (True if getattr(args, "announce", False) else None)
+    return record(argv, Path(args.out), float(args.interval), arm=not args.no_arm, announce=announce)

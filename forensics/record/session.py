@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -140,6 +141,13 @@ def _bundle_dir(out: Path, host: str, start_ns: int) -> Path:
         raise RecordError(f"cannot create a bundle in {out}: too many bundles with the same name")
     except OSError as exc:
         raise RecordError(f"cannot create a bundle in {out}: {exc.strerror or exc}") from None
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
 
 
 def _ensure_std_fds() -> None:
@@ -365,15 +373,39 @@ class Recording:
             self.manifest.source("host_snapshot", {"status": "incomplete", "reason": reason})
 
 
-def record(argv: Sequence[str], out: Path, interval: float, arm: bool) -> int:
-    """Run ``argv`` under the recorder; returns the exit status to pass on."""
+def _say(text: str, announce: bool) -> None:
+    """One line of the recorder's own on stderr, before the child starts or after it ended (never while
+    its output flows); only on a terminal unless ``announce``, so a captured stderr stays the child's."""
+    if not announce:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"forensics: {text}\n")
+        sys.stderr.flush()
+
+
+def record(argv: Sequence[str], out: Path, interval: float, arm: bool, announce: bool | None = None) -> int:
+    """Run ``argv`` under the recorder; returns the exit status to pass on. ``announce``: print where
+    the bundle is at the start and the end (``None``: when stderr is a terminal)."""
     if not argv:
         raise UsageError("record: no command given (usage: forensics record [--out DIR] [--interval S] "
                          "[--no-arm] -- CMD ...)")
     if not 0.01 <= interval <= 3600:
         raise UsageError(f"record: --interval must be between 0.01 and 3600 seconds, got {interval:g}")
     rec = Recording(argv, out, interval, arm)
-    status = rec.run()
+    if announce is None:
+        announce = _isatty(2)
+    _say(f"recording into {rec.bundle}", announce)
+    try:
+        status = rec.run()
+    except BaseException:
+        _say(f"bundle left in {rec.bundle} ({rec.manifest.data.get('status')})", announce)
+        raise
+    how = f"signal {signal.Signals(status.signal).name}" if status.signal else f"exit {status.code}"
+    if announce and any(t.tail not in (b"", b"\n") for t in rec.tees):
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write("\n")  # the child's last line had no end: ours starts on a line of its own
+    _say(f"bundle written to {rec.bundle} ({how}); explain it with: "
+         f"forensics analyze {shlex.quote(str(rec.bundle))}", announce)
     if status.signal == signal.SIGINT and rec.child.tty_fd is not None:
         # A shell decides whether to stop a script by how its job died: die the same way.
         sys.stdout.flush()

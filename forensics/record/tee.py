@@ -44,6 +44,7 @@ class StreamTee(threading.Thread):
         self.log = log
         self.idx = idx
         self.received = 0
+        self.tail = b""  # the last byte passed on (did the output end its line?)
         self.echo_error: str | None = None
         self.eof = threading.Event()
         self._stop_at: float | None = None
@@ -95,6 +96,7 @@ class StreamTee(threading.Thread):
             self.log.write(data)  # at once: the keeper goes on from here if this process is SIGKILLed
             self._echo(data)
             self.received += len(data)
+            self.tail = data[-1:]
             self._index(now, b"\n" in data)
             if self.batch_s and len(data) < CHUNK:
                 # A burst of small writes: let them gather in the pipe for a moment rather than wake

@@ -25,6 +25,7 @@ from forensics.tui.index import EventIndex
 from forensics.tui.metrics_pane import MetricsPane
 from forensics.tui.model import Model, build_model
 from forensics.tui.overview import FindingChosen, OverviewView
+from forensics.tui.sizes import NARROW, SHORT, WIDE
 from forensics.tui.timeline_pane import TimelinePane
 from forensics.tui.timeline_view import TimelineView
 
@@ -35,7 +36,6 @@ __all__ = ["ForensicsApp"]
 
 TABS = ("overview", "evidence", "timeline", "metrics")
 EXIT_OK, EXIT_LOAD_FAILED = 0, 2
-WIDE = 140  # columns from which the overview and evidence use two columns
 
 
 @dataclass
@@ -95,14 +95,20 @@ class ForensicsApp(App[int]):
 
     def on_mount(self) -> None:
         self.query_one("#tabs").display = False
-        self.set_class(self.size.width >= WIDE, "wide")
+        self._size_classes(self.size.width, self.size.height)
         self._started = time.monotonic()
         self._loading_text = "reading the inputs…"
         self._ticker = self.set_interval(1.0, self._tick)
         self.call_after_refresh(self._load)  # paint the loading screen before the work takes the CPU
 
     def on_resize(self, event: events.Resize) -> None:
-        self.set_class(event.size.width >= WIDE, "wide")  # the stylesheet's two-column layouts
+        self._size_classes(event.size.width, event.size.height)
+
+    def _size_classes(self, width: int, height: int) -> None:
+        """The stylesheet's layouts by terminal size: ``wide`` two columns, ``narrow`` stacked, ``short``."""
+        self.set_class(width >= WIDE, "wide")
+        self.set_class(width < NARROW, "narrow")
+        self.set_class(height < SHORT, "short")
 
     # -- loading ----------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="load")

@@ -231,12 +231,13 @@ class LineChart(_TextLines):
                  f"last {fmt_value(float(finite[-1]), metric.unit)}")
         # A narrow screen keeps the numbers and shortens the title (model, then host and bus go first).
         for candidate in (title, f"GPU {s.gpu}" + (f" · {s.host}" if s.host else ""), f"GPU {s.gpu}"):
-            if len(candidate) + len(stats) <= width:
-                title = candidate
+            if len(self.title_text(candidate)) + len(stats) <= width:
+                title = self.title_text(candidate)
                 break
-        else:
-            title = f"GPU {s.gpu}"
-        text.append(self.title_text(title), Style(bold=True))
+        else:  # the tab above names the metric already
+            title = self.short_title(f"GPU {s.gpu}")
+            stats = stats.replace(f"   {metric.label}:", " ", 1)
+        text.append(title, Style(bold=True))
         text.append(stats, _MUTED)
         gaps = self._gap_note(values, rng[1])
         if gaps:
@@ -267,6 +268,10 @@ class LineChart(_TextLines):
     def title_text(self, title: str) -> str:
         return title
 
+    def short_title(self, title: str) -> str:
+        """The title where even the shortest one and the numbers do not fit the width (80 columns)."""
+        return title
+
     def _gap_note(self, values: np.ndarray, end: int) -> str:
         """Say when the GPU stopped answering: its readings end long before the run does, or go unread."""
         s = self.series
@@ -291,3 +296,6 @@ class RateChart(LineChart):
 
     def title_text(self, title: str) -> str:
         return "Training rate (progress lines)"
+
+    def short_title(self, title: str) -> str:
+        return "Training rate"

@@ -21,7 +21,8 @@ from forensics.textdoc import Line, TextDocument
 from forensics.tui.index import QueryError
 from forensics.tui.model import fmt_stamp
 
-__all__ = ["HelpScreen", "JumpScreen", "RawContextScreen", "context_lines", "excerpt", "render_context"]
+__all__ = ["HelpScreen", "JumpScreen", "RawContextScreen", "context_lines", "excerpt", "keys_rows", "keys_table",
+           "render_context"]
 
 _MUTED = Style(color="#8a8fa8")
 
@@ -35,7 +36,7 @@ KEYS = """\
   ↑ ↓ enter    pick a finding and open its evidence
 
 [b]Evidence[/b]
-  ↑ ↓          browse findings; the right side shows each one's proof
+  ↑ ↓          browse findings; the detail shows each one's proof
   t            show the finding's first event in the timeline
   tab          move to the detail to scroll it
 
@@ -54,17 +55,69 @@ KEYS = """\
 """
 
 
+def keys_rows(text: str = KEYS) -> list[tuple[str, str, str]]:
+    """:data:`KEYS` as (view, key, what) rows: a line's ``key   what`` pairs (two or more spaces apart)
+    become rows of their own, a deeper-indented line continues the one above, a line with no key is a
+    note of its view."""
+    rows: list[tuple[str, str, str]] = []
+    view = ""
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        header = re.fullmatch(r"\[b\](.*)\[/b\]", line.strip())
+        if header:
+            view = header.group(1)
+            continue
+        if line.startswith(" " * 6) and rows:  # continues the description above
+            v, k, what = rows[-1]
+            rows[-1] = (v, k, f"{what} {line.strip()}")
+            continue
+        pieces = re.split(r"\s{2,}", line.strip())
+        if len(pieces) == 1:
+            rows.append((view, "", pieces[0]))
+            continue
+        for key, what in zip(pieces[::2], pieces[1::2], strict=False):
+            rows.append((view, key, what))
+    shown = ""
+    out = []
+    for v, k, what in rows:  # the view's name on its first row only
+        out.append((v if v != shown else "", k, what))
+        shown = v
+    return out
+
+
+def keys_table(text: str = KEYS) -> Table:
+    """The key list as a grid: descriptions wrap in their own column (any width, 80 columns too)."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style=Style(bold=True, color="#82aaff"), no_wrap=True)
+    table.add_column(style=Style(bold=True), max_width=14)
+    table.add_column(ratio=1)
+    for view, key, what in keys_rows(text):
+        table.add_row(view, key, what)
+    return table
+
+
 class HelpScreen(ModalScreen[None]):
-    """Every key, by view."""
+    """Every key, by view; the list scrolls (arrows, page keys, wheel) when the terminal is short."""
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box", classes="dialog"):
-            yield Static(Text.from_markup(KEYS), id="help-text")
+            yield Static(keys_table(), id="help-text")
 
     def on_mount(self) -> None:
-        self.query_one("#help-box").border_title = "keys"
+        box = self.query_one("#help-box", VerticalScroll)
+        box.border_title = "keys"
+        box.focus()
+        self.call_after_refresh(self._hint)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._hint)
+
+    def _hint(self) -> None:
+        box = self.query_one("#help-box", VerticalScroll)
+        box.border_subtitle = "↑↓ scroll · esc closes" if box.max_scroll_y > 0 else "esc closes"
 
 
 def _span(event: Event) -> tuple[int, int]:

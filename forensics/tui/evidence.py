@@ -191,7 +191,7 @@ def _no_findings(model: Model) -> RenderableType:
 
 
 class EvidenceView(Horizontal):
-    """Findings on the left, the selected one's proof on the right."""
+    """Findings on the left (above, on a narrow terminal), the selected one's proof beside (below) them."""
 
     BINDINGS = [Binding("t", "show_in_timeline", "in timeline")]
 
@@ -208,7 +208,8 @@ class EvidenceView(Horizontal):
 
     @staticmethod
     def _option(i: int, f: Finding) -> Text:
-        text = Text(no_wrap=True, overflow="ellipsis")
+        """Mark and whole title: a long title wraps under itself rather than losing its end."""
+        text = Text(overflow="fold")
         text.append(f"{finding_mark(i)} ", Style(color="#ff5370", bold=True))
         if is_risk(f):
             text.append("risk", RISK_STYLE)

@@ -9,7 +9,7 @@ from rich.console import RenderableType
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
@@ -29,6 +29,7 @@ from forensics.tui.model import (
     is_local,
     reflow,
 )
+from forensics.tui.sizes import NARROW, SHORT
 
 __all__ = ["FindingChosen", "OverviewView", "facts_text", "finding_option", "role_badge",
            "verdict_text"]
@@ -54,15 +55,22 @@ def is_risk(f: Finding) -> bool:
     return bool(getattr(f, "risk", False))
 
 
-def role_badge(role: Role, risk: bool = False) -> Text:
-    """The role as a coloured badge; a risk finding says ``risk`` instead of its role."""
+#: The roles abbreviated for a narrow terminal (the Evidence view says them in full).
+SHORT_ROLE_NAMES = {Role.ROOT_CAUSE: "root", Role.CONSEQUENCE: "then", Role.CONTRIBUTING: "contrib"}
+
+
+def role_badge(role: Role, risk: bool = False, short: bool = False) -> Text:
+    """The role as a coloured badge; a risk finding says ``risk`` instead of its role; ``short``: the
+    abbreviated label of a narrow terminal."""
+    width = 7 if short else 12
     if risk:
-        return Text(f" {'risk':<12} ", RISK_STYLE)
-    return Text(f" {ROLE_NAMES.get(role, str(role)):<12} ", ROLE_STYLES.get(role, Style()))
+        return Text(f" {'risk':<{width}} ", RISK_STYLE)
+    name = (SHORT_ROLE_NAMES if short else ROLE_NAMES).get(role, str(role))
+    return Text(f" {name:<{width}} ", ROLE_STYLES.get(role, Style()))
 
 
-def finding_badge(f: Finding) -> Text:
-    return role_badge(f.role, is_risk(f))
+def finding_badge(f: Finding, short: bool = False) -> Text:
+    return role_badge(f.role, is_risk(f), short)
 
 
 def _where(f: Finding) -> str:
@@ -115,8 +123,9 @@ def _risk_line(f: Finding) -> Text:
     return line
 
 
-def verdict_text(model: Model) -> Text:
-    """The answer in a few lines: what, how sure, the facts, why, what to do."""
+def verdict_text(model: Model, width: int | None = None) -> Text:
+    """The answer in a few lines: what, how sure, the facts, why, what to do. ``width`` (a small
+    terminal): one line each for where/when, the summary and the first remedy step, cut at a word."""
     v = model.analysis.verdict
     out = Text()
     if v.root_cause is None:
@@ -142,33 +151,38 @@ def verdict_text(model: Model) -> Text:
         line2.append(where)
     if f.first_seen is not None:
         line2.append(fmt_stamp(f.first_seen, is_local(f.evidence)))
-    out.append(" · ".join(line2) + "\n", MUTED)
+    line2_text = " · ".join(line2)
+    out.append((_clip(line2_text, width) if width else line2_text) + "\n", MUTED)
     fact = facts_sentence(f.facts)
     if fact:
-        out.append(fact + "\n", FACTS_STYLE)
+        out.append((_clip(fact, width) if width else fact) + "\n", FACTS_STYLE)
     rest = _summary_rest(f, reflow(v.summary)) if v.summary else ""
     if rest:
-        out.append(_clip(rest, SUMMARY_CHARS) + "\n")
+        out.append(_clip(rest, width or SUMMARY_CHARS) + "\n")
     if f.remedy:
-        out.append("What to do: ", Style(bold=True, color="#c3e88d"))
-        out.append(_clip(reflow(f.remedy[0]), REMEDY_CHARS))
         more = len(f.remedy) - 1
-        if more:
-            out.append(f"  (+{more} more step{'s' if more > 1 else ''}: enter on the finding)", MUTED)
+        hint = f"  (+{more} more step{'s' if more > 1 else ''}: enter on the finding)" if more else ""
+        if width:
+            hint = f" (+{more}: enter)" if more else ""
+        out.append("What to do: ", Style(bold=True, color="#c3e88d"))
+        out.append(_clip(reflow(f.remedy[0]), width - 12 - len(hint) if width else REMEDY_CHARS))
+        if hint:
+            out.append(hint, MUTED)
     out.rstrip()
     return out
 
 
-def finding_option(position: int, f: Finding) -> Text:
-    """One line of the findings list: mark, role, title, score and first time."""
-    text = Text(no_wrap=True, overflow="ellipsis")
+def finding_option(position: int, f: Finding, narrow: bool = False) -> Text:
+    """One line of the findings list: mark, role, title, score and first time; ``narrow``: a short
+    role label and the whole title, wrapped, instead of a line cut with an ellipsis."""
+    text = Text(no_wrap=not narrow, overflow="fold" if narrow else "ellipsis")
     text.append(f"{finding_mark(position)} ", Style(color="#ff5370", bold=True))
-    text.append_text(finding_badge(f))
+    text.append_text(finding_badge(f, short=narrow))
     text.append(f" {f.title}", Style(bold=f.role == Role.ROOT_CAUSE))
     text.append(f"  {f.score:.2f}", MUTED)
-    if f.first_seen is not None:
+    if f.first_seen is not None and not narrow:
         text.append(f"  {fmt_clock(f.first_seen)[:8]}", MUTED)
-    if f.note and f.note != "root cause":  # the badge says that already
+    if f.note and f.note != "root cause" and not narrow:  # the badge says that already; Evidence has it too
         text.append(f"  {f.note}", Style(color="#a6accd", italic=True))
     return text
 
@@ -247,6 +261,27 @@ class OverviewView(VerticalScroll):
         self.query_one("#sparks").border_title = "GPUs over the run"
         if not self.model.findings:
             self.query_one("#findings", OptionList).display = False
+        self._fit(self.app.size.width, self.app.size.height)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(self.app.size.width, self.app.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        """On a small terminal (80x24) the verdict keeps one line per part and the findings list wraps
+        its titles with short role labels, so the findings and the run panel stay on the first screen."""
+        compact = width < NARROW or height < SHORT
+        layout = (compact, width < NARROW, width if compact else 0)
+        if getattr(self, "_layout", None) == layout:
+            return
+        self._layout = layout
+        self.query_one("#verdict", Static).update(verdict_text(self.model, max(30, width - 8) if compact else None))
+        findings = self.query_one("#findings", OptionList)
+        highlighted = findings.highlighted
+        findings.clear_options()
+        findings.add_options([Option(finding_option(i, f, narrow=width < NARROW), id=f"finding-{i}")
+                              for i, f in enumerate(self.model.findings)])
+        if highlighted is not None and self.model.findings:
+            findings.highlighted = min(highlighted, len(self.model.findings) - 1)
 
     @on(OptionList.OptionSelected, "#findings")
     def _chosen(self, message: OptionList.OptionSelected) -> None:
