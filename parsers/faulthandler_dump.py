@@ -37,8 +37,8 @@ def read(first: str, lines: Lines, before: list[str]) -> Dump:
     else:
         current = _thread(THREAD.match(first))
         dump.threads.append(current)
-    for text in reversed(before[-3:]):
-        s = text.strip()
+    for prev in reversed(before[-3:]):
+        s = prev.strip()
         if not s:
             continue
         t = TIMEOUT.match(s)

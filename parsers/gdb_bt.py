@@ -67,8 +67,8 @@ def read(first: str, lines: Lines, before: list[str]) -> Dump:
         current = start(_thread(t))
     elif first == PY_BT:
         current = start(StackThread("py-bt", "Python (py-bt)", main=True))
-    for text in [*before[-4:], first]:
-        s = text.strip()
+    for prev in [*before[-4:], first]:
+        s = prev.strip()
         a = _ATTACH.search(s)
         if a:
             dump.pid = int(a.group("pid") or a.group("pid2") or a.group("pid3"))

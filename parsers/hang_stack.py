@@ -143,8 +143,8 @@ def classify(frames: list[Frame]) -> tuple[str, Frame | None]:
         if best is None or rank < best[0]:
             best = (rank, f)
     if best is None:
-        py = [f for f in frames if not f.native]
-        return "running", (py or frames or [None])[0]
+        py = [f for f in frames if not f.native] or frames
+        return "running", py[0] if py else None
     cat, frame = CATEGORIES[best[0]], best[1]
     if cat == "collective":
         # The API frame (all_reduce, barrier) rather than the wrapper around it.
