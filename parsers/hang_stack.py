@@ -81,7 +81,12 @@ _COMPUTE = re.compile(r"^(?:forward|_call_impl|_wrapped_call_impl|backward|_engi
 
 #: The kinds of wait, most specific first (the order decides when a stack shows several).
 CATEGORIES = ("collective", "store", "dataloader", "queue", "cuda-sync", "checkpoint", "lock", "sleep", "io",
-              "evaluation", "compute", "running")
+              "evaluation", "compute", "running", "background")
+#: Helper threads that always wait (NCCL proxy and IB threads, c10d's watchdog, thread pools, tqdm's
+#: monitor, the pin-memory thread): where they are says nothing about a hang.
+_BACKGROUND = re.compile(r"ncclProxy|ncclIbAsyncThread|persistentThread|ncclCommWatchdog|watchdogHandler|"
+                         r"heartbeatMonitor|ThreadPool::main_loop|_pin_memory_loop|tqdm/_monitor|"
+                         r"_handle_workers|_handle_results|_handle_tasks")
 #: The categories that mean the thread waits for something else (a hang's usual shape).
 WAITS = frozenset({"collective", "store", "dataloader", "queue", "cuda-sync", "lock", "sleep", "io"})
 #: How many innermost frames are searched for the kind of wait.
@@ -90,7 +95,7 @@ DEPTH = 14
 _WORDS = {"collective": "a collective", "store": "the rendezvous store", "dataloader": "the DataLoader",
           "queue": "a queue get", "cuda-sync": "a CUDA synchronization", "checkpoint": "a checkpoint save",
           "lock": "a lock", "sleep": "a sleep", "io": "I/O", "evaluation": "evaluation", "compute": "compute",
-          "running": "running code"}
+          "running": "running code", "background": "only helper threads (NCCL proxy, watchdog, pools)"}
 
 
 def _category(f: Frame) -> str | None:
@@ -166,9 +171,10 @@ def _context(frames: list[Frame]) -> str | None:
 def _position(dump: Dump) -> tuple[StackThread | None, str, Frame | None]:
     """The thread that tells where the process is: one waiting in a collective (the autograd or
     comm thread of a DDP/ZeRO rank), else the main thread, else the most telling thread."""
-    scored = [(t, *classify(t.frames)) for t in dump.threads if t.frames]
+    framed = [t for t in dump.threads if t.frames]
+    scored = [(t, *classify(t.frames)) for t in framed if not _background(t)]
     if not scored:
-        return None, "running", None
+        return (framed[0], "background", framed[0].frames[0]) if framed else (None, "running", None)
     for t, cat, fr in scored:
         if cat == "collective":
             return t, cat, fr
@@ -176,6 +182,10 @@ def _position(dump: Dump) -> tuple[StackThread | None, str, Frame | None]:
     if main:
         return main[0]
     return min(scored, key=lambda s: CATEGORIES.index(s[1]))
+
+
+def _background(t: StackThread) -> bool:
+    return any(_BACKGROUND.search(f.func) or _BACKGROUND.search(f.file) for f in t.frames[:DEPTH])
 
 
 def words(category: str) -> str:

@@ -346,6 +346,9 @@ class _Scan:
             return
         if "Warning" in t and self.warning(line, body, t, multiline):
             return
+        if c in "Ef" and t.startswith(("Exception raised from ", "frame #")):
+            self.cpp_excerpt(line, body, t, multiline)
+            return
         typ = py_traceback.exception_type(t)
         if typ is not None and typ.rsplit(".", 1)[-1].endswith(("Error", "Exception", "Exit", "Interrupt")):
             self.orphan_exception(line, body, t, multiline)
@@ -551,6 +554,22 @@ class _Scan:
             attrs["cuda_code"] = int(next(g for g in m.groups() if g))
         attrs.update(py_traceback.oom_attrs(t))
         self.emit(line, "cuda-error", t, Severity.ERROR, body, attrs=attrs, detail=rec.detail, last_no=last_no)
+
+    def cpp_excerpt(self, line: Line, body: Body, t: str, multiline: bool) -> None:
+        """A C++ stack (``Exception raised from …`` / ``frame #N:``) whose first line was not pasted."""
+        follow = self.follow(line, body, loose=True) if multiline else None
+        earlier: list[str] = []
+        if t.startswith("frame #"):  # frames above this one that held no trigger word
+            for prev in reversed(self._lines_before(line, body, 64)):
+                if not prev.strip().startswith(("frame #", "Exception raised from ")):
+                    break
+                earlier.insert(0, prev.strip())
+        lines = [*earlier, t, *(py_traceback.read_cpp_tail(follow) if follow is not None else [])]
+        last_no = self.done_with(follow) if follow is not None else None
+        kind, message, attrs = py_traceback.cpp_excerpt(lines)
+        # The inferred head leads the record's text, so signatures read it as they would the real one.
+        self.emit(line, kind, message, Severity.ERROR, body, attrs=attrs, detail="\n".join([message, *lines]),
+                  last_no=last_no)
 
     def kernel_assert(self, line: Line, body: Body, t: str, m: re.Match[str]) -> None:
         """Device-side assertion lines: one per failing GPU thread; consecutive ones become one event."""

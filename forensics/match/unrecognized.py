@@ -102,6 +102,8 @@ def _item(e: Event) -> _Item | None:
         if not typ or typ.endswith("Warning") or e.severity < Severity.ERROR:
             return None
         return _Item(e, f"an uncaught exception: {e.message[:200]}", "exception")
+    if kind == "c10d" and e.attrs.get("excerpt"):
+        return _Item(e, f"a C++ exception in the process group: {e.message[:200]}", "cuda")
     if kind == "cuda-error" and e.severity >= Severity.ERROR:
         return _Item(e, f"a CUDA error: {e.message[:200]}", "cuda")
     if kind == "torchrun" and e.severity >= Severity.ERROR and (e.attrs.get("exitcode") not in (None, 0)
