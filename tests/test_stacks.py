@@ -35,7 +35,8 @@ def test_pyspy_four_ranks_names_the_one_elsewhere() -> None:
     assert all(e.attrs["tool"] == "py-spy" for e in stacks)
     assert a.verdict.root_cause_id == "silent-worker-stall"
     assert a.verdict.root_cause is not None and a.verdict.root_cause.ranks == [2]
-    assert "Rank 2 is elsewhere while ranks 0–1, 3 wait in all_gather_into_tensor" in a.verdict.summary
+    assert "Rank 2 is elsewhere (compute: forward at " in a.verdict.summary
+    assert "while ranks 0–1, 3 wait in all_gather_into_tensor" in a.verdict.summary
     assert "modeling_llama.py:311" in a.verdict.summary
 
 

@@ -44,13 +44,13 @@ def _op(e: Event) -> str:
 
 def _where(e: Event) -> str:
     cat = str(e.attrs.get("waiting_in"))
-    frame = e.attrs.get("frame")
-    text = f"in {frame}" if frame else "with no Python frame"
-    extra = words(cat)
+    frame = str(e.attrs.get("frame") or "")
+    m = re.match(r"^(.*) \((.*)\)$", frame)
+    text = words(cat) + (f": {m.group(1)} at {m.group(2)}" if m else f": {frame}" if frame else "")
     context = e.attrs.get("context")
     if context and context != cat:
-        extra += f", within {words(str(context))}"
-    return f"{text} ({extra})"
+        text += f", within {words(str(context))}"
+    return text
 
 
 def _group(events: Sequence[Event]) -> list[Event]:
@@ -106,10 +106,10 @@ def stack_dumps(events: Sequence[Event]) -> list[Event]:
                                  {"culprits": [_who(e) for e in other_coll], "op": op_name}))
             if elsewhere:
                 first = elsewhere[0]
-                where = "; ".join(f"{_who(e)} {_where(e)}" for e in elsewhere)
+                where = "; ".join((f"{_who(e)} " if len(elsewhere) > 1 else "") + _where(e) for e in elsewhere)
                 verb = "is" if len(elsewhere) == 1 else "are"
-                out.append(_emit("rank-behind", f"{_names(elsewhere)} {verb} elsewhere while {others} "
-                                 f"(stack dumps): {where}", first, procs,
+                out.append(_emit("rank-behind", f"{_names(elsewhere)} {verb} elsewhere ({where}) while {others} "
+                                 "(stack dumps)", first, procs,
                                  {"culprits": [_who(e) for e in elsewhere], "op": op_name,
                                   "where": [str(e.attrs.get("waiting_in")) for e in elsewhere],
                                   "victims": [_who(e) for e in waiting]},
@@ -124,6 +124,6 @@ def stack_dumps(events: Sequence[Event]) -> list[Event]:
     for e in procs:
         cat = str(e.attrs.get("waiting_in"))
         if cat in WAITS:
-            out.append(_emit("hang-stack", f"{_who(e)} waits {_where(e)} (stack dump)", e, [e],
+            out.append(_emit("hang-stack", f"{_who(e)} waits in {_where(e)} (stack dump)", e, [e],
                              {"where": cat, "op": e.attrs.get("op")}, rank=e.rank))
     return out
