@@ -58,6 +58,9 @@ _COLLECTIVE_FUNCS = re.compile(
 _NATIVE_COLLECTIVE = re.compile(r"ProcessGroupNCCL|ncclAllReduce|ncclAllGather|ncclReduceScatter|ncclBroadcast|"
                                 r"ncclSend|ncclRecv|ncclGroupEnd|c10d::\w*[Bb]arrier|WorkNCCL::wait|"
                                 r"ProcessGroupGloo|gloo::|MPI_\w+|PMPI_\w+|ccl_\w*(?:allreduce|allgather|wait)")
+#: Files of libraries whose collective-named functions (all_gather_coalesced, reduce_scatter …) are collectives.
+_DIST_LIBS = ("distributed_c10d.py", "torch/distributed/", "deepspeed/", "megatron/", "fairscale/", "apex/",
+              "colossalai/", "nemo/", "vllm/distributed/", "sglang/srt/distributed/", "accelerate/utils/operations.py")
 _STORE = re.compile(r"TCPStore|PrefixStore|store\.py|rendezvous|_store_based_barrier|c10d_rendezvous_backend")
 _DATALOADER_FUNCS = ("_next_data", "_get_data", "_try_get_data", "_worker_loop", "_pin_memory_loop")
 _SYNC = re.compile(r"^(?:synchronize|_local_scalar_dense\w*|item|tolist|cpu)$|cudaStreamSynchronize|"
@@ -108,8 +111,7 @@ def _category(f: Frame) -> str | None:
             return "store"
         if _SYNC.search(func):
             return "cuda-sync"
-    if ("distributed_c10d.py" in path or "deepspeed/comm/" in path or "torch/distributed/" in path) \
-            and _COLLECTIVE_FUNCS.match(base):
+    if any(lib in path for lib in _DIST_LIBS) and _COLLECTIVE_FUNCS.match(base):
         return "collective"
     if "distributed_c10d.py" in path and base in ("wait", "_wait"):
         return "collective"
@@ -228,7 +230,7 @@ def event_fields(dump: Dump) -> tuple[str, dict[str, Any]]:
     for t in dump.threads:
         if t is thread or not t.frames:
             continue
-        c, f = classify(t.frames)
+        c, f = ("background", t.frames[0]) if _background(t) else classify(t.frames)
         others.append(f"{t.name or t.ident}: {words(c)}" + (f" ({f.show()})" if f is not None else ""))
     if others:
         attrs["other_threads"] = others[:20]

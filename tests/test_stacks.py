@@ -165,3 +165,17 @@ def test_known_signature_wins_over_unrecognized(tmp_path: Path) -> None:
     p.write_text(Path(DATA / "cut-raised-checktimeout.txt").read_text())
     root, _ = _root([_bundle(tmp_path, exit_code=1), str(p)])
     assert root == "nccl-watchdog-timeout"
+
+
+def test_unseen_zero3_main_thread_in_deepspeed_allgather() -> None:
+    (e,) = _stacks("pyspy-zero3-forward-allgather.txt")
+    assert e.attrs["waiting_in"] == "collective" and e.attrs["op"] == "all_gather_coalesced"
+
+
+def test_unseen_faulthandler_threads_of_a_grpo_run() -> None:
+    (e,) = _stacks("faulthandler-swift-threads.txt")
+    assert e.attrs["tool"] == "faulthandler" and e.attrs["threads_dumped"] == 3
+    assert e.attrs["thread"] == "0x00007f56e58844c0" and "unmap_and_release" in e.attrs["frame"]
+    assert any("background" not in t for t in e.attrs["other_threads"])
+    root, _ = _root([str(DATA / "faulthandler-swift-threads.txt")])
+    assert root == "unrecognized-failure"  # a dump of running code: a failure, but no known pattern
