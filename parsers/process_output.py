@@ -434,6 +434,8 @@ class _Scan:
         last_no = self.done_with(follow)
         if not any(th.frames for th in dump.threads):
             return True  # a header with nothing under it
+        if dump.rank is None and body.rank is not None:
+            dump.rank, dump.rank_source = body.rank, "prefix"
         message, attrs = hang_stack.event_fields(dump)
         self.emit(line, "stack", message, Severity.WARNING, body, attrs=attrs, detail="\n".join(dump.lines),
                   last_no=last_no, pid=dump.pid, rank=dump.rank)

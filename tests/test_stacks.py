@@ -179,3 +179,22 @@ def test_unseen_faulthandler_threads_of_a_grpo_run() -> None:
     assert any("background" not in t for t in e.attrs["other_threads"])
     root, _ = _root([str(DATA / "faulthandler-swift-threads.txt")])
     assert root == "unrecognized-failure"  # a dump of running code: a failure, but no known pattern
+
+
+def test_rank_prefixed_faulthandler_dumps_of_three_ranks(tmp_path: Path) -> None:
+    """The real dump of faulthandler-timeout.txt as three ranks print it through a launcher that
+    prefixes every line with [rankN]: (rank 1 moved into the DataLoader)."""
+    body = (DATA / "faulthandler-timeout.txt").read_text().split("\n", 1)[1]
+    out = []
+    for r in range(3):
+        text = body if r != 1 else body.replace('"torch/distributed/distributed_c10d.py", line 2477 in barrier',
+                                                 '"torch/utils/data/dataloader.py", line 1310 in _try_get_data')
+        out += [f"[rank{r}]:Timeout (0:10:00)!", *(f"[rank{r}]:{line}" for line in text.splitlines())]
+    p = tmp_path / "stderr.txt"
+    p.write_text("\n".join(out) + "\n")
+    a = analyze([str(p)])
+    stacks = [e for e in a.timeline.events if e.kind == "stack"]
+    assert [(e.rank, e.attrs["rank_source"], e.attrs["timeout"]) for e in stacks] == [
+        (0, "prefix", "0:10:00"), (1, "prefix", "0:10:00"), (2, "prefix", "0:10:00")]
+    assert a.verdict.root_cause_id == "silent-worker-stall"
+    assert "Rank 1 is elsewhere (the DataLoader: _try_get_data" in a.verdict.summary
