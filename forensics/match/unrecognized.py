@@ -75,10 +75,14 @@ def _exit_item(e: Event) -> _Item | None:
     return None
 
 
+#: NVRM topics seen on healthy hosts too (nvAssertFailedNoLog at boot on some driver versions).
+_BENIGN_TOPICS = frozenset({"assertion"})
+
+
 def _driver_item(e: Event) -> _Item | None:
     if e.kind == "xid":
         return _Item(e, f"the GPU driver reported Xid {e.attrs.get('xid', '?')}", "driver")
-    if e.kind == "nvrm" and e.severity >= Severity.ERROR:
+    if e.kind == "nvrm" and e.severity >= Severity.ERROR and e.attrs.get("topic") not in _BENIGN_TOPICS:
         return _Item(e, "the GPU driver logged an error", "driver")
     if e.kind == "winevent" and "nvlddmkm" in str(e.attrs.get("provider", "")).lower() \
             and (e.attrs.get("level") in (1, 2) or e.severity >= Severity.ERROR):
