@@ -198,3 +198,17 @@ def test_rank_prefixed_faulthandler_dumps_of_three_ranks(tmp_path: Path) -> None
         (0, "prefix", "0:10:00"), (1, "prefix", "0:10:00"), (2, "prefix", "0:10:00")]
     assert a.verdict.root_cause_id == "silent-worker-stall"
     assert "Rank 1 is elsewhere (the DataLoader: _try_get_data" in a.verdict.summary
+
+
+def test_unseen_lhotse_dataloader_dump() -> None:
+    (e,) = _stacks("pyspy-lhotse-dataloader.txt")
+    assert e.attrs["waiting_in"] == "dataloader" and e.attrs["pid"] == 3740553
+    assert _root([str(DATA / "pyspy-lhotse-dataloader.txt")])[0] == "hang-stack"
+
+
+def test_rank_elsewhere_saving_a_checkpoint_is_single_rank_long_work() -> None:
+    a = analyze([str(DATA / "pyspy-rank0-saving.txt")])
+    assert a.verdict.root_cause_id == "single-rank-long-work"
+    assert a.verdict.root_cause is not None and a.verdict.root_cause.ranks == [0]
+    assert [f.signature for f in a.verdict.consequences] == ["silent-worker-stall"]
+    assert "Rank 0 is elsewhere (a checkpoint save" in a.verdict.summary

@@ -53,6 +53,12 @@ def _where(e: Event) -> str:
     return text
 
 
+def _work(events: Sequence[Event]) -> str:
+    """``checkpoint`` / ``evaluation`` when every rank elsewhere does work only some ranks do, else ``other``."""
+    kinds = {str(e.attrs.get("context") or e.attrs.get("waiting_in")) for e in events}
+    return kinds.pop() if len(kinds) == 1 and kinds <= {"checkpoint", "evaluation"} else "other"
+
+
 def _group(events: Sequence[Event]) -> list[Event]:
     """The last dump of each process (a rank dumped twice is one process)."""
     last: dict[tuple[object, ...], Event] = {}
@@ -112,6 +118,7 @@ def stack_dumps(events: Sequence[Event]) -> list[Event]:
                                  "(stack dumps)", first, procs,
                                  {"culprits": [_who(e) for e in elsewhere], "op": op_name,
                                   "where": [str(e.attrs.get("waiting_in")) for e in elsewhere],
+                                  "culprit_work": _work(elsewhere),
                                   "victims": [_who(e) for e in waiting]},
                                  rank=first.rank))
             return out
