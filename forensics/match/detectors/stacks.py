@@ -7,7 +7,8 @@ else. With the dumps of several processes side by side:
   ``nccl-desync`` (the ranks issued different collectives: a code-path bug);
 * all but a few wait in one collective and the others are elsewhere (compute, the DataLoader,
   I/O, a lock, a CUDA synchronization, a checkpoint save) → ``rank-behind``: that rank is the
-  culprit and the others its victims;
+  culprit and the others its victims (``culprit_work`` says when it is work only some ranks do:
+  a checkpoint save or an evaluation, which ``single-rank-long-work`` anchors on);
 * every dumped process waits in the same collective → ``hang-stack``: the rank they wait for
   was not dumped, or the transport between them hangs.
 
