@@ -19,9 +19,9 @@ __all__ = ["detect", "is_header", "read"]
 
 THREAD = re.compile(r"^(?P<cur>Current thread|Thread) (?P<id>0x[0-9a-fA-F]+)(?: \[(?P<name>[^\]]*)\])? "
                     r"\(most recent call first\):?\s*$")
-FRAME = re.compile(r'^File "(?P<file>[^"]*)", line (?P<line>\d+) in (?P<func>.+)$')
+FRAME = re.compile(r'^File "(?P<file>[^"]*)", line (?P<line>\d{1,12}) in (?P<func>.+)$')
 TIMEOUT = re.compile(r"^Timeout \((?P<t>\d+:\d\d:\d\d(?:\.\d+)?)\)!\s*$")
-_HARNESS = re.compile(r"^Process (?P<rank>\d+) timed out with traceback:?\s*$")
+_HARNESS = re.compile(r"^Process (?P<rank>\d{1,12}) timed out with traceback:?\s*$")
 
 
 def is_header(text: str) -> bool:
@@ -54,7 +54,7 @@ def read(first: str, lines: Lines, before: list[str]) -> Dump:
         text = lines.peek_text()
         if text is None:
             break
-        s = text.strip()
+        s = text.strip()[:4000]  # a pathological line is cut, not scanned whole
         if not s:
             lines.take()
             continue

@@ -15,16 +15,16 @@ from forensics.parsers.py_spy import Lines
 
 __all__ = ["detect", "is_header", "read"]
 
-THREAD = re.compile(r'^Thread (?P<n>\d+) \((?:Thread (?P<addr>0x[0-9a-f]+) )?\(?LWP (?P<lwp>\d+)\)\)?'
+THREAD = re.compile(r'^Thread (?P<n>\d{1,12}) \((?:Thread (?P<addr>0x[0-9a-f]+) )?\(?LWP (?P<lwp>\d{1,12})\)\)?'
                     r'(?: "(?P<name>[^"]*)")?\)?:?\s*$')
-FRAME = re.compile(r"^#(?P<n>\d+)\s+(?:(?P<addr>0x[0-9a-fA-F]+) in )?(?P<rest>.+)$")
-_PY_FRAME_OLD = re.compile(r"Frame 0x[0-9a-f]+, for file (?P<file>[^,]+), line (?P<line>\d+), in (?P<func>[\w<>.]+)")
-_PY_FRAME = re.compile(r'^File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>.+)$')
+FRAME = re.compile(r"^#(?P<n>\d{1,12})\s+(?:(?P<addr>0x[0-9a-fA-F]+) in )?(?P<rest>.+)$")
+_PY_FRAME_OLD = re.compile(r"Frame 0x[0-9a-f]+, for file (?P<file>[^,]+), line (?P<line>\d{1,12}), in (?P<func>[\w<>.]+)")
+_PY_FRAME = re.compile(r'^File "(?P<file>[^"]*)", line (?P<line>\d{1,12}), in (?P<func>.+)$')
 _BUILTIN = re.compile(r"^<built-in (?:method|function) (?P<func>[\w.]+)")
 PY_BT = "Traceback (most recent call first):"
 _PROMPT = re.compile(r"^\(gdb\)\s*(?P<cmd>.*)$")
-_ATTACH = re.compile(r"Attaching to (?:process|program: \S+, process) (?P<pid>\d+)|\bgdb\b.*?-p\s*(?P<pid2>\d+)|"
-                     r"^\(gdb\)\s*attach (?P<pid3>\d+)")
+_ATTACH = re.compile(r"Attaching to (?:process|program: \S+, process) (?P<pid>\d{1,12})|\bgdb\b.*?-p\s*(?P<pid2>\d{1,12})|"
+                     r"^\(gdb\)\s*attach (?P<pid3>\d{1,12})")
 
 
 def is_header(text: str) -> bool:
@@ -39,7 +39,7 @@ def _c_frame(rest: str) -> Frame:
     if m:
         return Frame(m.group("func"), m.group("file").strip(), int(m.group("line")))
     lib = ""
-    at = re.search(r" at (\S+?):(\d+)\s*$", rest)
+    at = re.search(r" at (\S+?):(\d{1,12})\s*$", rest)
     line: int | None = None
     if at:
         lib, line = at.group(1), int(at.group(2))
@@ -80,7 +80,7 @@ def read(first: str, lines: Lines, before: list[str]) -> Dump:
         text = lines.peek_text()
         if text is None:
             break
-        s = text.strip()
+        s = text.strip()[:4000]  # a pathological line is cut, not scanned whole
         if not s:
             lines.take()
             continue

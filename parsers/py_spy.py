@@ -19,8 +19,8 @@ __all__ = ["detect", "is_thread", "read"]
 
 THREAD = re.compile(r'^Thread (?:(?P<id>0x[0-9A-Fa-f]+|\d+) )?\((?P<state>active|idle)(?P<gil>\+gil)?\)'
                     r'(?::\s*"(?P<name>.*)")?\s*$')
-FRAME = re.compile(r"^(?P<func>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
-PROCESS = re.compile(r"^Process (?P<pid>\d+): (?P<cmd>.*)$")
+FRAME = re.compile(r"^(?P<func>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d{1,12}))?\)$")
+PROCESS = re.compile(r"^Process (?P<pid>\d{1,12}): (?P<cmd>.*)$")
 _PYTHON = re.compile(r"^Python v\d")
 _LOCALS = re.compile(r"^(?:Arguments|Locals):$|^[A-Za-z_]\w*: ")
 
@@ -83,7 +83,7 @@ def read(first: str, lines: Lines, before: list[str]) -> Dump:
         text = lines.peek_text()
         if text is None:
             break
-        s = text.strip()
+        s = text.strip()[:4000]  # a pathological line is cut, not scanned whole
         if not s:
             lines.take()
             continue
