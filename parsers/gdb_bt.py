@@ -18,13 +18,14 @@ __all__ = ["detect", "is_header", "read"]
 THREAD = re.compile(r'^Thread (?P<n>\d{1,12}) \((?:Thread (?P<addr>0x[0-9a-f]+) )?\(?LWP (?P<lwp>\d{1,12})\)\)?'
                     r'(?: "(?P<name>[^"]*)")?\)?:?\s*$')
 FRAME = re.compile(r"^#(?P<n>\d{1,12})\s+(?:(?P<addr>0x[0-9a-fA-F]+) in )?(?P<rest>.+)$")
-_PY_FRAME_OLD = re.compile(r"Frame 0x[0-9a-f]+, for file (?P<file>[^,]+), line (?P<line>\d{1,12}), in (?P<func>[\w<>.]+)")
+_PY_FRAME_OLD = re.compile(r"Frame 0x[0-9a-f]+, for file (?P<file>[^,]+), line (?P<line>\d{1,12}), "
+                           r"in (?P<func>[\w<>.]+)")
 _PY_FRAME = re.compile(r'^File "(?P<file>[^"]*)", line (?P<line>\d{1,12}), in (?P<func>.+)$')
 _BUILTIN = re.compile(r"^<built-in (?:method|function) (?P<func>[\w.]+)")
 PY_BT = "Traceback (most recent call first):"
 _PROMPT = re.compile(r"^\(gdb\)\s*(?P<cmd>.*)$")
-_ATTACH = re.compile(r"Attaching to (?:process|program: \S+, process) (?P<pid>\d{1,12})|\bgdb\b.*?-p\s*(?P<pid2>\d{1,12})|"
-                     r"^\(gdb\)\s*attach (?P<pid3>\d{1,12})")
+_ATTACH = re.compile(r"Attaching to (?:process|program: \S+, process) (?P<pid>\d{1,12})|"
+                     r"\bgdb\b.*?-p\s*(?P<pid2>\d{1,12})|^\(gdb\)\s*attach (?P<pid3>\d{1,12})")
 
 
 def is_header(text: str) -> bool:
