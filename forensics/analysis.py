@@ -166,6 +166,7 @@ def analyze(paths: Sequence[str], options: Options | None = None,
     :class:`~forensics.progress.Progress` (input bytes done of the total, the file) a few times a
     second, also within one big file, and once more, full, when all files are read."""
     from forensics import match
+    from forensics.match.unrecognized import attach_output_tail
 
     options = options or Options()
     signatures = match.load_signatures(options.signature_dirs)
@@ -193,8 +194,27 @@ def analyze(paths: Sequence[str], options: Options | None = None,
     if options.timeline_filter is not None:
         timeline = options.timeline_filter.apply(timeline)
     findings, verdict = match.diagnose(timeline, signatures)
+    attach_output_tail(verdict.root_cause, lambda bundle: output_tail(sources, bundle))
     warnings = [w for s in sources for w in s.warnings] + verdict.warnings
     return Analysis(sources, timeline, findings, verdict, warnings)
+
+
+def output_tail(sources: Sequence[SourceReport], bundle: str, n: int = 20) -> dict[str, list[str]]:
+    """The last ``n`` non-empty lines of a bundle's ``stderr.log`` and ``stdout.log`` (bar redraws
+    reduced to their last state, escape codes removed)."""
+    from forensics.parsers.stream_text import clean
+
+    out: dict[str, list[str]] = {}
+    for s in sources:
+        folder, _, name = s.path.rpartition("/")
+        if s.document is None or name not in ("stderr.log", "stdout.log") or (folder or ".") != bundle:
+            continue
+        raw = s.document.data[-65536:].decode("utf-8", "replace")
+        lines = [clean(x.rsplit("\r", 1)[-1]).rstrip() for x in raw.split("\n")]
+        lines = [x[:300] for x in lines if x.strip()][-n:]
+        if lines:
+            out[name] = lines
+    return out
 
 
 #: The JSON contract's version (docs/analyze.schema.json): fields may be added within a version;

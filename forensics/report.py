@@ -115,6 +115,10 @@ def _root(analysis: Analysis, full: bool = False) -> list[str]:
     out = [f"ROOT CAUSE: {f.title}", f"  [{f.signature} · {v.confidence} confidence · score {f.score:.2f}]"]
     out += _wrap(v.summary, "  ")
     out += ["", "  Evidence:", *_evidence_lines(f, None if full else MAX_EVIDENCE_LINES)]
+    tail = f.facts.get("last_lines")
+    if isinstance(tail, dict):
+        for name, lines in tail.items():
+            out += ["", f"  Last lines of {name}:", *(f"    | {_short(str(x), WIDTH + 12)}" for x in lines)]
     if v.consequences:
         out += ["", "  What followed (consequences, not causes):"]
         out += [_finding_line(c) for c in v.consequences]

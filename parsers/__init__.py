@@ -34,6 +34,7 @@ from forensics.parsers import (
     nvml_samples,
     plaintext,
     process_output,
+    stack_dumps,
     syslog,
     talos,
     windbg,
@@ -84,6 +85,10 @@ PARSERS: tuple[Parser, ...] = (
     # What a training job prints: the JSON error file, NCCL_DEBUG files, Slurm output, then any process output.
     elastic_error_file.PARSER,
     flight_recorder.PARSER,
+    # Stack dumps of live processes (py-spy, faulthandler, gdb): hang evidence.
+    stack_dumps.PY_SPY_PARSER,
+    stack_dumps.GDB_PARSER,
+    stack_dumps.FAULTHANDLER_PARSER,
     process_output.NCCL_DEBUG_PARSER,
     process_output.SLURM_PARSER,
     process_output.PARSER,

@@ -33,7 +33,7 @@ from typing import Any
 
 from forensics.clock import YEAR_INFERRED
 from forensics.events import EMPTY_ATTRS, Event, Origin, Severity, TsSource
-from forensics.parsers import c10d, nccl_debug, progress, py_traceback, slurm, torchrun
+from forensics.parsers import c10d, hang_stack, nccl_debug, progress, py_traceback, slurm, stack_reader, torchrun
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.stream_text import (
     START_HINTS,
@@ -81,6 +81,8 @@ TRIGGER_LITERALS: tuple[bytes, ...] = (
     # progress
     b"'loss'", b"tokens/s", b"samples/s", b"SamplesPerSec", b"samples/sec", b"_per_second", b"per iteration",
     b"/step", b"Loss", b"loss:", b"loss=", b"OVERFLOW", b"loss scale",
+    # stack dumps of a live process (py-spy, faulthandler, gdb)
+    *stack_reader.TRIGGERS,
 )
 #: Progress rates that recur in every redraw of a bar: they count only in a line's last ``\r`` segment.
 BAR_LITERALS: tuple[bytes, ...] = (b"it/s", b"s/it", b"tok/s", b"toks/s")
@@ -309,6 +311,8 @@ class _Scan:
             if glog is not None:
                 self.glog(line, body, glog, multiline)
                 return
+        if c in "TC(" and multiline and self.stack_dump(line, body, t):
+            return
         if c == "T" and t.startswith("Traceback (most recent call last)"):
             self.python_traceback(line, body, multiline)
             return
@@ -341,6 +345,9 @@ class _Scan:
         if c == "#" and self.nccl_tests(line, body, t):
             return
         if "Warning" in t and self.warning(line, body, t, multiline):
+            return
+        if c in "Ef" and t.startswith(("Exception raised from ", "frame #")):
+            self.cpp_excerpt(line, body, t, multiline)
             return
         typ = py_traceback.exception_type(t)
         if typ is not None and typ.rsplit(".", 1)[-1].endswith(("Error", "Exception", "Exit", "Interrupt")):
@@ -416,6 +423,37 @@ class _Scan:
                 self.emit(line, "warning", text, severity, body, attrs=attrs, stamp=rec.stamp)
         elif self.notable(text):
             self.emit(line, "log", text, severity, body, attrs=attrs, stamp=rec.stamp)
+
+    def stack_dump(self, line: Line, body: Body, t: str) -> bool:
+        """A stack dump of a live process (py-spy, faulthandler, gdb): one ``stack`` event per process."""
+        reader = stack_reader.reader_for(t)
+        if reader is None:
+            return False
+        follow = self.follow(line, body, loose=True)
+        dump = reader(t, stack_reader.FollowerLines(follow), self._lines_before(line, body, 6))
+        last_no = self.done_with(follow)
+        if not any(th.frames for th in dump.threads):
+            return True  # a header with nothing under it
+        if dump.rank is None and body.rank is not None:
+            dump.rank, dump.rank_source = body.rank, "prefix"
+        message, attrs = hang_stack.event_fields(dump)
+        self.emit(line, "stack", message, Severity.WARNING, body, attrs=attrs, detail="\n".join(dump.lines),
+                  last_no=last_no, pid=dump.pid, rank=dump.rank)
+        return True
+
+    def _lines_before(self, line: Line, body: Body, n: int) -> list[str]:
+        """The texts of up to ``n`` lines of the same writer above ``line``, oldest first."""
+        data = self.doc.data
+        end = line.offset - 1
+        out: list[str] = []
+        while end > 0 and len(out) < n:
+            start = data.rfind(b"\n", 0, end) + 1
+            b = split_body(clean(data[start:end].decode("utf-8", "replace")), self.srun)
+            if b.key == body.key or not b.key:
+                out.append(b.text)
+            end = start - 1
+        out.reverse()
+        return out
 
     def python_traceback(self, line: Line, body: Body, multiline: bool) -> None:
         if not multiline:
@@ -518,6 +556,22 @@ class _Scan:
             attrs["cuda_code"] = int(next(g for g in m.groups() if g))
         attrs.update(py_traceback.oom_attrs(t))
         self.emit(line, "cuda-error", t, Severity.ERROR, body, attrs=attrs, detail=rec.detail, last_no=last_no)
+
+    def cpp_excerpt(self, line: Line, body: Body, t: str, multiline: bool) -> None:
+        """A C++ stack (``Exception raised from …`` / ``frame #N:``) whose first line was not pasted."""
+        follow = self.follow(line, body, loose=True) if multiline else None
+        earlier: list[str] = []
+        if t.startswith("frame #"):  # frames above this one that held no trigger word
+            for prev in reversed(self._lines_before(line, body, 64)):
+                if not prev.strip().startswith(("frame #", "Exception raised from ")):
+                    break
+                earlier.insert(0, prev.strip())
+        lines = [*earlier, t, *(py_traceback.read_cpp_tail(follow) if follow is not None else [])]
+        last_no = self.done_with(follow) if follow is not None else None
+        kind, message, attrs = py_traceback.cpp_excerpt(lines)
+        # The inferred head leads the record's text, so signatures read it as they would the real one.
+        self.emit(line, kind, message, Severity.ERROR, body, attrs=attrs, detail="\n".join([message, *lines]),
+                  last_no=last_no)
 
     def kernel_assert(self, line: Line, body: Body, t: str, m: re.Match[str]) -> None:
         """Device-side assertion lines: one per failing GPU thread; consecutive ones become one event."""

@@ -437,3 +437,39 @@ def read_faulthandler(text: str, follow: Follower) -> ExcRecord:
     rec.frames = list(reversed(current or first_thread))
     rec.exceptions.append(rec.message)
     return rec
+
+
+_RAISED = re.compile(r"Exception raised from (?P<func>\S+) at (?P<file>\S+?):(?P<line>\d+)")
+_EXCERPT = "inferred from a C++ stack whose first line was not pasted"
+
+
+def cpp_excerpt(lines: list[str]) -> tuple[str, str, dict[str, Any]]:
+    """An ``Exception raised from … (most recent call first):`` block or a ``frame #N:`` tail whose
+    head (the watchdog line, the CUDA error, the ``what():``) was cut off when it was pasted: the
+    event kind, message and attrs the head would have given, read from where it was raised and the
+    frames (``checkTimeout`` → a watchdog timeout, ``ncclCommWatchdog`` → the watchdog thread's
+    exception, ``c10_cuda_check_implementation`` → a CUDA error, NCCL utilities → an NCCL error)."""
+    raised = next((m for s in lines if (m := _RAISED.search(s))), None)
+    frames = [_cpp_frame(s) for s in lines if s.startswith("frame #")][:64]
+    names = " ".join(frames)
+    func = raised.group("func") if raised else ""
+    where = (f"raised from {func} at {raised.group('file').rsplit('/', 1)[-1]}:{raised.group('line')}"
+             if raised else f"{len(frames)} frame(s)")
+    note = f"{_EXCERPT}: {where}"
+    attrs: dict[str, Any] = {"excerpt": True}
+    if frames:
+        attrs["frames"] = frames
+    if func == "checkTimeout" or (not func and "checkTimeout" in names):
+        attrs.update(timeout=True, exception=True, level="ERROR")
+        return "c10d", f"Watchdog caught collective operation timeout ({note})", attrs
+    if "c10_cuda_check" in func or "CUDAException" in (raised.group("file") if raised else "") \
+            or (not func and "c10_cuda_check_implementation" in names):
+        return "cuda-error", f"CUDA error, its message not pasted ({note})", attrs
+    if func == "ncclCommWatchdog" or (not func and "ncclCommWatchdog" in names):
+        attrs.update(exception=True, level="ERROR")
+        return "c10d", f"Process group watchdog thread terminated with an exception ({note})", attrs
+    if "NCCL" in func or "checkForNCCLErrors" in names or "NCCLUtils" in (raised.group("file") if raised else ""):
+        attrs.update(exception=True, level="ERROR")
+        return "c10d", f"NCCL error in a process group ({note})", attrs
+    attrs["exc_type"] = "c10::Error"
+    return "traceback", f"C++ exception ({note})", attrs

@@ -17,12 +17,12 @@ def test_event_count_needs_count_within_timespan() -> None:
     fired, _ = run([_xid13(0), _xid13(20), _xid13(50)], BURST)
     assert [f.signature for f in fired] == ["xid-burst"]
     spread, _ = run([_xid13(0), _xid13(70), _xid13(140)], BURST)
-    assert spread == []
+    assert "xid-burst" not in by_id(spread)  # (the Xids alone are an unrecognized-failure here)
 
 
 def test_event_count_groups_by_gpu() -> None:
     mixed = [_xid13(0, "a"), _xid13(1, "b"), _xid13(2, "a"), _xid13(3, "b")]
-    assert run(mixed, BURST)[0] == []
+    assert "xid-burst" not in by_id(run(mixed, BURST)[0])
     three_on_a = mixed + [_xid13(4, "a")]
     found = by_id(run(three_on_a, BURST)[0])["xid-burst"]
     assert found.gpus == ["a"] and found.matched == 3

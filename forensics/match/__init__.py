@@ -26,6 +26,7 @@ from forensics.match.loader import load_signatures as _load
 from forensics.match.matcher import match_signature
 from forensics.match.schema import Signature
 from forensics.match.selectors import EventIndex
+from forensics.match.unrecognized import unrecognized, verdict_for
 from forensics.match.verdict import decide
 from forensics.timeline import Timeline
 
@@ -91,5 +92,7 @@ def diagnose(timeline: Timeline, signatures: Sequence[Signature]) -> tuple[list[
     matches = [m for sig in signatures if (m := match_signature(sig, index)) is not None]
     note, confidence = _healthy(timeline)
     findings, verdict = decide(matches, index.events, note, confidence)
+    if verdict.root_cause is None and (unknown := unrecognized(index.events)) is not None:
+        findings, verdict = verdict_for(unknown, findings, verdict)  # a failure no signature knows
     verdict.warnings = warnings + index.warnings
     return findings, verdict

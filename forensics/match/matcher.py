@@ -118,9 +118,12 @@ def match_signature(sig: Signature, index: EventIndex) -> Match | None:
             chosen = {n: ([p for p in ps if p in valid_set] if n in {a.name for a in sig.anchors} else ps)
                       for n, ps in selected.items()}
             chain = correlation.temporal_ordered(chosen, events, corr)
-            if not chain:
+            # An anchor the order does not name proves the failure on its own.
+            alone = sorted({p for a in sig.anchors if a.name not in corr.order
+                            for p in selected.get(a.name, ()) if p in valid_set})
+            if not chain and not alone:
                 return None
-            valid = sorted(p for p in chain if p in valid_set) or chain
+            valid = sorted({p for p in chain if p in valid_set} | set(alone)) or chain
         if not valid:
             return None
     support: list[int] = []

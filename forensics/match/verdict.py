@@ -178,7 +178,7 @@ def _driver_verdict(nodes: Sequence[_Node]) -> str | None:
 
 
 #: Detectors whose sentence says which rank stopped or what the ranks disagreed about.
-_CROSS_RANK = ("rank-behind", "nccl-desync")
+_CROSS_RANK = ("rank-behind", "nccl-desync", "hang-stack")
 
 
 def _cross_rank_sentence(f: Finding) -> str:

@@ -14,6 +14,7 @@ signatures anchor on with ``kinds = ["derived"]`` and ``literals = ["[<detector>
 | ``throughput-drop`` | progress events | a rate at ≤ 60 % of its earlier median, never back above 75 % |
 | ``nvml-unresponsive`` | recorder events | the recorder reports NVML calls that did not return |
 | ``nccl-desync`` / ``rank-behind`` | c10d events | see :mod:`.ranks` |
+| ``rank-behind`` / ``nccl-desync`` / ``hang-stack`` | stack dumps | see :mod:`.stacks` |
 
 (*) durations apply to dense series; on a few snapshots the last ones count (see :mod:`.frames`).
 (**) only when the GPU never recovered afterwards, or the state lasted 10 min (a checkpoint save is normal).
@@ -36,6 +37,7 @@ from forensics.match.detectors.oom_margin import memory_margin_oom
 from forensics.match.detectors.progress import no_progress, throughput_drop
 from forensics.match.detectors.ranks import cross_rank
 from forensics.match.detectors.recorder_health import nvml_unresponsive
+from forensics.match.detectors.stacks import stack_dumps
 from forensics.timeline import Timeline
 
 __all__ = ["DETECTORS", "run_detectors"]
@@ -65,6 +67,7 @@ DETECTORS: tuple[tuple[str, Callable[[Timeline], list[Event]]], ...] = (
     ("throughput-drop", lambda t: throughput_drop(t.events)),
     ("nvml-unresponsive", lambda t: nvml_unresponsive(t.events)),
     ("cross-rank", lambda t: cross_rank(t.events)),
+    ("stack-dumps", lambda t: stack_dumps(t.events)),
 )
 
 
