@@ -88,9 +88,10 @@ def _evidence_lines(f: Finding, limit: int = MAX_EVIDENCE_LINES, t0: int | None 
     return lines
 
 
-def _finding_line(f: Finding) -> str:
+def _finding_line(f: Finding, t0: int | None = None) -> str:
     first = f.evidence[0] if f.evidence else None
-    where = f"  [{first.origin}]" if first is not None else ""
+    dt = fmt_dt((f.first_seen - t0) / 1e9) if t0 is not None and f.first_seen is not None else ""
+    where = f"  [{first.origin}{', Δt ' + dt if dt else ''}]" if first is not None else ""
     note = f" — {f.note}" if f.note else ""
     return f"    - {f.signature}: {f.title}{note}{where}"
 
@@ -105,7 +106,7 @@ def _root(analysis: Analysis) -> list[str]:
     out += ["", head, *_evidence_lines(f, t0=v.t0)]
     if v.consequences:
         out += ["", "  What followed (consequences, not causes):"]
-        out += [_finding_line(c) for c in v.consequences]
+        out += [_finding_line(c, v.t0) for c in v.consequences]
     if f.remedy:
         out += ["", "  What to do:"]
         for i, step in enumerate(f.remedy, 1):
@@ -128,7 +129,7 @@ def _xid_lines(analysis: Analysis) -> list[str]:
         return []
     out = ["", f"  Xid incidents ({v.xid_catalog}):"]
     for i in v.xid_incidents[:MAX_INCIDENTS]:
-        rest = ", ".join(f"{c}" + (f" ×{n}" if n > 1 else "") for c, n in i.consequences.items())
+        rest = ", ".join(f"{c}" + (f"×{n}" if n > 1 else "") for c, n in i.consequences.items())
         span = ""
         if i.first_ts is not None and i.last_ts is not None and i.last_ts > i.first_ts:
             span = f" over {fmt_dt((i.last_ts - i.first_ts) / 1e9).lstrip('+')}"
@@ -187,7 +188,7 @@ def render_text(analysis: Analysis) -> str:
     if v.contributing:
         out += ["", "  Risks and contributing findings:"]
         for c in v.contributing:
-            out.append(_finding_line(c))
+            out.append(_finding_line(c, v.t0))
             if c.evidence:
                 out.append(f"      {_short(c.evidence[0].message, WIDTH)}")
     if v.ruled_out:

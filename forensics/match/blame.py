@@ -85,8 +85,9 @@ def _derived(acc: _Acc, e: Event, index: dict[tuple[str | None, str], int]) -> N
             for g in groups:
                 if g is not small:
                     acc.v_ranks |= set(_int_list(g.get("ranks")))
-        else:
-            acc.v_ranks |= {r for g in groups for r in _int_list(g.get("ranks"))}
+        else:  # groups of equal size: a program bug on both sides, no rank to single out
+            acc.basis.append(det)
+            return
         acc.add_why(_sentence(e), det)
     elif det == "gpu-odd-one-out":
         for key, dest in (("culprit_gpus", acc.c_gpus), ("peer_gpus", acc.v_gpus)):
@@ -187,11 +188,6 @@ def _join(ranks: set[int], gpus: dict[str, int | None], rank_of: dict[str, int])
     return "; ".join(t for t in (_nums("rank", ranks), _gpu_text(gpus)) if t)
 
 
-def _same_gpu(g: str, gpus: dict[str, int | None]) -> bool:
-    """``0000:3b:00.0`` and ``0000:3b:00`` (an Xid line's form) are one GPU."""
-    return any(g.startswith(c) or c.startswith(g) for c in gpus)
-
-
 def blame(verdict: Verdict, events: Sequence[Event], samples: Sequence[MetricSample] = ()) -> Blame | None:
     root = verdict.root_cause
     if root is None:
@@ -199,20 +195,16 @@ def blame(verdict: Verdict, events: Sequence[Event], samples: Sequence[MetricSam
     related = [root, *verdict.consequences]
     index = gpu_indices(events, samples)
     acc = _from_detectors(related, index)
-    if not (acc.c_ranks or acc.c_gpus):
+    if not acc.basis:
         _from_errors(acc, root, verdict.consequences, index)
     acc.v_ranks -= acc.c_ranks
     for g in acc.c_gpus:
         acc.v_gpus.pop(g, None)
-    if not (acc.v_ranks or acc.v_gpus):  # culprits only: the rest of the job is the victims, if there is a rest
+    if not (acc.v_ranks or acc.v_gpus):
+        # Culprit ranks only: the other ranks of the job are the victims. A GPU error alone names no
+        # victims (other GPUs of the machine may have nothing to do with it): no culprit line then.
         if acc.c_ranks:
             acc.v_ranks = {r for e in events if isinstance(r := e.rank, int)} - acc.c_ranks
-        elif acc.c_gpus:
-            hosts: set[str | None] = set(acc.hosts) or {None}
-            known = {str(s.gpu) for s in samples if s.host in hosts} | {
-                e.gpu for e in events if e.gpu and e.host in hosts and e.kind in ("gpu-info", "xid", "nccl")}
-            rest = {g for g in known if g not in acc.c_gpus and not _same_gpu(g, acc.c_gpus)}
-            acc.v_gpus = {g: index.get((next(iter(hosts)), g)) for g in rest}
         if not (acc.v_ranks or acc.v_gpus):
             return None
     workers = len(acc.c_ranks | acc.v_ranks) + len(set(acc.c_gpus) | set(acc.v_gpus))

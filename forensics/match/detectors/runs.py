@@ -84,6 +84,7 @@ def run_boundaries(events: Sequence[Event]) -> list[Boundary]:
                 top = step
                 continue
             top = step if top is None else max(top, step)
+    out += _file_restarts(progress)
     out.sort(key=lambda b: b.ts)
     merged: list[Boundary] = []
     for b in out:  # one restart logged by several lines (banner, resume, every rank's reset) is one boundary
@@ -91,6 +92,27 @@ def run_boundaries(events: Sequence[Event]) -> list[Boundary]:
             continue
         merged.append(b)
     return merged
+
+
+def _file_restarts(progress: Sequence[Event]) -> list[Boundary]:
+    """A log file whose steps start again low after another file of the job ended high (the restart
+    written to a new file): ``restart.log`` starts at step 1 after ``train.log`` ended at step 690."""
+    spans: dict[str, list[Event]] = defaultdict(list)
+    for e in progress:
+        if _num(e.attrs.get("step")) is not None and not e.attrs.get("desc"):
+            spans[e.origin.path].append(e)
+    ends = {p: (min(evs, key=lambda e: e.ts or 0), max(evs, key=lambda e: e.ts or 0)) for p, evs in spans.items()}
+    out = []
+    for b_path, (b_first, _) in ends.items():
+        for a_path, (_, a_last) in ends.items():
+            a_step, b_step = _num(a_last.attrs.get("step")), _num(b_first.attrs.get("step"))
+            if a_path == b_path or a_step is None or b_step is None or (b_first.ts or 0) < (a_last.ts or 0):
+                continue
+            if a_step >= MIN_STEP_BEFORE_RESET and b_step < a_step / 2:
+                out.append(Boundary(b_first.ts or 0, b_first, f"{_file(b_first)} starts again at step "
+                                    f"{fmt_num(b_step)} after {_file(a_last)} ended at step {fmt_num(a_step)}"))
+                break
+    return out
 
 
 _last: tuple[Sequence[Event], int, list[Boundary]] | None = None

@@ -1,0 +1,157 @@
+"""Culprit + victims + why, odd-one-out evidence, run boundaries and Δt (issue 13, "The verdict").
+
+The 8-rank logs in tests/data/report2/ carry the numbers of report 2 (an 8-GPU pipeline whose drafter
+ranks 6 and 7 died silently at the memory margin; make_logs.py writes them)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from forensics.analysis import analyze, to_json_dict
+from forensics.events import Event, Origin, TsSource
+from forensics.match.detectors.runs import run_boundaries
+from forensics.report import render_text
+
+DATA = Path(__file__).parent / "data" / "report2"
+SAMPLE = Path(__file__).parent.parent / "samples" / "recorded" / "silent-stall-2gpu" / "bundle"
+sys.path.insert(0, str(DATA))
+import make_logs  # noqa: E402
+
+
+def _paths(*names: str) -> list[str]:
+    return [str(DATA / n) for n in names]
+
+
+def test_eight_ranks_names_the_silent_ranks_not_the_survivors() -> None:
+    a = analyze(_paths("restart.log", "nvidia-smi.csv"))
+    v = a.verdict
+    assert v.root_cause_id == "silent-worker-stall"
+    assert v.blame is not None
+    assert v.blame.culprit_ranks == [6, 7]
+    assert v.blame.victim_ranks == [0, 1, 2, 3, 4, 5]
+    assert v.blame.culprits == "ranks 6, 7 (GPUs 6, 7)"
+    assert v.blame.victims == "ranks 0–5 (GPUs 0–5)"
+    assert "GPUs 6, 7 hold 59 GiB at 0 %" in v.blame.why and "GPUs 0–5 hold 91–95 GiB" in v.blame.why
+    assert "ranks 6, 7 printed nothing after step 1" in v.blame.why
+    # The summary names the culprits, not the busy GPUs (the old headline listed 0, 1, 4, 5 and hid 6, 7).
+    assert " on ranks 6, 7 (GPUs 6, 7) at " in v.summary and "0000:41:00.0" not in v.summary
+    text = render_text(a)
+    assert text.splitlines()[0].startswith("CULPRIT: ranks 6, 7 (GPUs 6, 7) · victims: ranks 0–5 (GPUs 0–5) — ")
+    # The odd-one-out facts are evidence, shown first.
+    kinds = [e.attrs.get("detector") for e in v.root_cause.evidence[:2]] if v.root_cause else []
+    assert kinds == ["rank-silent", "gpu-odd-one-out"]
+
+
+def test_eight_ranks_json_blame_and_dt() -> None:
+    d = to_json_dict(analyze(_paths("restart.log", "nvidia-smi.csv")))
+    assert d["version"] == 1
+    blame = d["verdict"]["blame"]
+    assert blame["culprit_ranks"] == [6, 7] and blame["victim_ranks"] == [0, 1, 2, 3, 4, 5]
+    assert blame["culprit_gpus"] == ["0000:a1:00.0", "0000:b1:00.0"]
+    assert blame["line"].startswith("Culprit: ranks 6, 7")
+    assert d["verdict"]["root_first_event"] == "2026-05-14T05:37:00.222000Z"  # rank 6's last step
+    ev = d["findings"][0]["evidence"]
+    assert ev[0]["dt_s"] == 0.0
+    odd = next(e for e in ev if e["message"].startswith("[gpu-odd-one-out]"))
+    assert odd["dt_s"] == 9354.778  # 08:12:55 - 05:37:00.222
+    json.dumps(d)
+
+
+def test_recorded_two_gpu_stall_names_rank_1() -> None:
+    a = analyze([str(SAMPLE)])
+    b = a.verdict.blame
+    assert b is not None and b.culprit_ranks == [1] and b.victim_ranks == [0]
+    assert b.culprits == "rank 1 (GPU 1)" and b.victims == "rank 0 (GPU 0)"
+    assert render_text(a).startswith("CULPRIT: rank 1 (GPU 1) · victims: rank 0 (GPU 0) — rank 1 fell behind")
+
+
+def test_single_gpu_error_gets_no_culprit_line(tmp_path: Path) -> None:
+    log = tmp_path / "dmesg.txt"
+    log.write_text("2024-11-15T12:02:03,470068+00:00 NVRM: Xid (PCI:0000:19:00): 79, pid=1, name=python, "
+                   "GPU has fallen off the bus.\n", encoding="utf-8")
+    a = analyze([str(log)])
+    assert a.verdict.root_cause_id == "xid-79-fallen-off-bus"
+    assert a.verdict.blame is None
+    assert not render_text(a).startswith("CULPRIT")
+
+
+def test_healthy_ranks_no_silent_rank(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(make_logs.restarted_run(silent=())) + "\n", encoding="utf-8")
+    a = analyze([str(log)])
+    assert not any(e.attrs.get("detector") == "rank-silent" for e in a.timeline.events)
+    assert a.verdict.root_cause is None
+
+
+def test_restart_is_not_a_stall_and_runs_are_compared(tmp_path: Path) -> None:
+    """The old log ended at the restart: no 'no progress for 2.6 h'; the restarted run at 5.5 K tok/s
+    from its first step is a throughput collapse across runs, naming both runs."""
+    old, new = tmp_path / "previous-run.log", tmp_path / "restart.log"
+    old.write_text("\n".join(make_logs.previous_run()) + "\n", encoding="utf-8")
+    new.write_text("\n".join(make_logs.restarted_run(silent=())) + "\n", encoding="utf-8")
+    a = analyze([str(old), str(new)])
+    derived = [e for e in a.timeline.events if e.kind == "derived"]
+    assert not any(e.attrs.get("detector") == "no-progress" for e in derived)
+    assert a.verdict.root_cause_id == "throughput-collapse"
+    drop = next(e for e in derived if e.attrs.get("across_runs"))
+    assert "fell from 21,500 to 5,500 (-74 %) across a restart" in drop.message
+    assert "run 2" in drop.message and "run 1 did 21,500" in drop.message
+    assert "previous-run.log → restart.log" in drop.message
+
+
+def test_stall_before_a_restart_still_counts() -> None:
+    """A stream silent for long *before* the restart is a stall (then restarted), measured to the restart."""
+    from forensics.match.detectors.progress import no_progress
+
+    events = [_progress(s, 10 * s) for s in range(100, 120)] + [_progress(1, 10 * 119 + 3600)]
+    bounds = run_boundaries(events)
+    assert len(bounds) == 1
+    found = no_progress(events[:-1], 10 * 119 * 10**9 + 7200 * 10**9, bounds)
+    assert len(found) == 1 and found[0].attrs["silence_s"] == 3600.0
+    assert "until the restart ('step counter reset from 119 to 1')" in found[0].message
+    # Ended right at the restart: nothing.
+    quick = [_progress(s, 10 * s) for s in range(100, 120)] + [_progress(1, 10 * 119 + 30)]
+    assert no_progress(quick[:-1], 10 * 119 * 10**9 + 7200 * 10**9, run_boundaries(quick)) == []
+
+
+def _progress(step: int, t: int, rank: int | None = None) -> Event:
+    return Event(ts=t * 10**9, ts_source=TsSource.EXACT, source="stdout", kind="progress", message=f"step {step}",
+                 origin=Origin("train.log", t + 1), rank=rank, attrs={"step": step})
+
+
+def test_step_counter_reset_is_a_boundary() -> None:
+    events = [_progress(s, s) for s in range(100, 140)] + [_progress(s, 200 + s) for s in range(1, 20)]
+    bounds = run_boundaries(events)
+    assert len(bounds) == 1 and bounds[0].ts == 201 * 10**9
+    assert bounds[0].why == "step counter reset from 139 to 1"
+    # Many ranks resetting at once are one boundary.
+    events = [_progress(s, s, r) for r in range(4) for s in range(100, 140)] + \
+             [_progress(s, 200 + s, r) for r in range(4) for s in range(1, 20)]
+    assert len(run_boundaries(sorted(events, key=lambda e: e.ts or 0))) == 1
+
+
+def test_torchrun_restart_line_is_a_boundary(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    steps = [f"2026-05-14 03:{m:02d}:00,000 INFO step {m} | loss 1.0 | 21.5 Ktok/s" for m in range(10)]
+    restart = ["2026-05-14 03:10:05,000 WARNING torch.distributed.elastic.agent.server.api:[default] "
+               "Worker group FAILED. 3/3 attempts left; will restart worker group",
+               "2026-05-14 03:10:06,000 INFO torch.distributed.elastic.agent.server.api:[default] Restarting "
+               "workers (rendezvous round 1)"]
+    log.write_text("\n".join(steps + restart) + "\n", encoding="utf-8")
+    a = analyze([str(log)])
+    bounds = run_boundaries(a.timeline.events)
+    assert [b.why for b in bounds] == ["[default] Restarting workers"]
+
+
+def test_restart_in_a_new_file_without_a_banner(tmp_path: Path) -> None:
+    """No resume line at all: the new file's steps start again at 1 after the old file's 690."""
+    old, new = tmp_path / "a.log", tmp_path / "b.log"
+    old.write_text("\n".join(make_logs.previous_run()[1:-1]) + "\n", encoding="utf-8")
+    new.write_text("\n".join(make_logs.restarted_run(silent=())[2:]) + "\n", encoding="utf-8")
+    a = analyze([str(old), str(new)])
+    bounds = run_boundaries(a.timeline.events)
+    assert [b.why for b in bounds] == ["b.log starts again at step 1 after a.log ended at step 690"]
+    assert not any(e.attrs.get("detector") == "no-progress" for e in a.timeline.events)
+    assert a.verdict.root_cause_id == "throughput-collapse"
