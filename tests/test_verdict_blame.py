@@ -155,3 +155,30 @@ def test_restart_in_a_new_file_without_a_banner(tmp_path: Path) -> None:
     assert [b.why for b in bounds] == ["b.log starts again at step 1 after a.log ended at step 690"]
     assert not any(e.attrs.get("detector") == "no-progress" for e in a.timeline.events)
     assert a.verdict.root_cause_id == "throughput-collapse"
+
+
+def test_xid_79_with_watchdog_timeouts_names_the_gpu_and_its_rank(tmp_path: Path) -> None:
+    """Xid 79 on one GPU, NCCL watchdog timeouts on the other ranks: the GPU (and the rank NCCL's
+    Init COMPLETE line puts on it) is the culprit, the ranks that timed out are victims."""
+    bus = {0: "18000", 1: "2a000", 2: "3b000", 3: "5d000"}
+    lines = [f"node1:100{r}:20{r} [{r}] NCCL INFO comm 0x55d{r}a0 rank {r} nranks 4 cudaDev {r} busId {bus[r]} - "
+             "Init COMPLETE" for r in range(4)]
+    lines += [f"[rank{r}]:[E1115 12:12:03.000000000 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
+              "operation timeout: WorkNCCL(SeqNum=5001, OpType=ALLREDUCE, NumelIn=1000, NumelOut=1000, "
+              "Timeout(ms)=600000) ran for 600012 milliseconds before timing out." for r in (0, 1, 3)]
+    (tmp_path / "train.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "dmesg.txt").write_text("2024-11-15T12:02:03,470068+00:00 NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, "
+                                        "name=python3, GPU has fallen off the bus.\n", encoding="utf-8")
+    a = analyze([str(tmp_path / "dmesg.txt"), str(tmp_path / "train.log")])
+    assert a.verdict.root_cause_id == "xid-79-fallen-off-bus"
+    b = a.verdict.blame
+    assert b is not None
+    assert b.culprits == "rank 2 (GPU 0000:3b:00.0)" and b.victims == "ranks 0, 1, 3"
+    assert b.why.startswith("GPU 0000:3b:00.0 logged Xid 79 (GPU has fallen off the bus)")
+
+
+def test_worker_killed_names_the_killed_rank() -> None:
+    a = analyze([str(SAMPLE.parent.parent / "worker-killed" / "bundle")])
+    b = a.verdict.blame
+    assert b is not None and b.culprit_ranks == [1] and b.victim_ranks == [0]
+    assert b.why == "rank 1 died of SIGKILL (exitcode -9); the launcher then terminated rank 0"

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from forensics.events import Event, MetricSample
 from forensics.findings import Blame, Finding, Verdict, number_ranges
 from forensics.match.detectors.odd_one_out import gpu_indices
+from forensics.match.xid_catalog import lookup
 
 __all__ = ["blame"]
 
@@ -150,13 +151,44 @@ def _from_errors(acc: _Acc, root: Finding, consequences: Sequence[Finding],
             acc.hosts.add(e.host)
     if named:
         first = next((e for e in root.evidence if e.kind != "derived" and (e.gpu or e.rank is not None)), None)
-        if first is not None:
+        if first is not None and first.kind in _HARDWARE and first.gpu:
+            acc.add_why(_hardware_why(first), root.signature)
+        elif first is not None and first.kind == "torchrun" and first.attrs.get("signal"):
+            died = sorted(acc.c_ranks)
+            text = f"{_nums('rank', died)} died of {first.attrs['signal']} (exitcode {first.attrs.get('exitcode')})"
+            if acc.v_ranks - acc.c_ranks:
+                text += f"; the launcher then terminated {_nums('rank', acc.v_ranks - acc.c_ranks)}"
+            acc.add_why(text, root.signature)
+        elif first is not None:
             acc.add_why(f"{root.signature}: {first.message[:140]}", root.signature)
     for f in consequences:
         for e in f.evidence:
             r = e.rank if e.rank is not None else e.attrs.get("rank")
             if isinstance(r, int) and not isinstance(r, bool) and r not in acc.c_ranks:
                 acc.v_ranks.add(r)
+
+
+_HARDWARE = ("xid", "gpu-lost", "nvrm", "ecc", "aer")
+
+
+def _root_gpus(acc: _Acc, root: Finding, index: dict[tuple[str | None, str], int], rank_of: dict[str, int]) -> None:
+    """A hardware root names its GPU even when the detectors named the rank: both are the culprit."""
+    hw = [e for e in root.evidence if e.kind in _HARDWARE and e.gpu]
+    for e in hw:
+        acc.c_gpus.setdefault(str(e.gpu), index.get((e.host, str(e.gpu))))
+        if str(e.gpu).lower() in rank_of:
+            acc.c_ranks.add(rank_of[str(e.gpu).lower()])
+    if hw:
+        acc.why.insert(0, _hardware_why(hw[0]))
+        acc.basis.insert(0, root.signature)
+
+
+def _hardware_why(e: Event) -> str:
+    code = e.attrs.get("xid")
+    if e.kind == "xid" and isinstance(code, int):
+        info = lookup(code)
+        return f"GPU {e.gpu} logged Xid {code}" + (f" ({info.description})" if info else "")
+    return f"GPU {e.gpu}: {e.message[:120]}"
 
 
 def _rank_of_gpu(events: Sequence[Event]) -> dict[str, int]:
@@ -197,6 +229,8 @@ def blame(verdict: Verdict, events: Sequence[Event], samples: Sequence[MetricSam
     acc = _from_detectors(related, index)
     if not acc.basis:
         _from_errors(acc, root, verdict.consequences, index)
+    elif root.signature not in _SYMPTOMS:
+        _root_gpus(acc, root, index, _rank_of_gpu(events))
     acc.v_ranks -= acc.c_ranks
     for g in acc.c_gpus:
         acc.v_gpus.pop(g, None)
