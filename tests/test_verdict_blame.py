@@ -133,16 +133,21 @@ def test_step_counter_reset_is_a_boundary() -> None:
 
 
 def test_torchrun_restart_line_is_a_boundary(tmp_path: Path) -> None:
+    """The elastic agent's own lines (as in https://github.com/kubeflow/trainer/issues/1509: 'Rendezvous
+    complete for workers', 'Starting worker group') between two runs mark the restart."""
     log = tmp_path / "train.log"
-    steps = [f"2026-05-14 03:{m:02d}:00,000 INFO step {m} | loss 1.0 | 21.5 Ktok/s" for m in range(10)]
-    restart = ["2026-05-14 03:10:05,000 WARNING torch.distributed.elastic.agent.server.api:[default] "
-               "Worker group FAILED. 3/3 attempts left; will restart worker group",
-               "2026-05-14 03:10:06,000 INFO torch.distributed.elastic.agent.server.api:[default] Restarting "
-               "workers (rendezvous round 1)"]
-    log.write_text("\n".join(steps + restart) + "\n", encoding="utf-8")
+    steps = [f"2026-05-14 03:{m:02d}:00,000 INFO step {600 + m} | loss 1.0 | 21.5 Ktok/s" for m in range(10)]
+    agent = ["INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous'ing worker group",
+             "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for workers. Result:",
+             "  restart_count=1",
+             "INFO:torch.distributed.elastic.agent.server.api:[default] Starting worker group"]
+    again = [f"2026-05-14 03:{m:02d}:00,000 INFO step {m - 19} | loss 1.0 | 5.5 Ktok/s" for m in range(20, 30)]
+    log.write_text("\n".join(steps + agent + again) + "\n", encoding="utf-8")
     a = analyze([str(log)])
     bounds = run_boundaries(a.timeline.events)
-    assert [b.why for b in bounds] == ["[default] Restarting workers"]
+    assert len(bounds) == 1 and bounds[0].why in ("Rendezvous complete for workers", "Starting worker group")
+    assert a.verdict.root_cause_id == "throughput-collapse"
+    assert not any(e.attrs.get("detector") == "no-progress" for e in a.timeline.events)
 
 
 def test_restart_in_a_new_file_without_a_banner(tmp_path: Path) -> None:

@@ -30,11 +30,11 @@ __all__ = ["BOUNDARY_LITERALS", "Boundary", "boundaries_of", "forget_boundaries"
            "throughput_across_runs"]
 
 #: Lines that can mark a new run; also passed to the parsers as notable literals so they become events.
-BOUNDARY_LITERALS = ("Restarting workers", "Starting worker group", "Rendezvous complete", "esuming from",
-                     "esume from", "esuming training", "Continuing training from checkpoint",
+BOUNDARY_LITERALS = ("Restarting workers", "will restart worker group", "Starting worker group", "Rendezvous complete",
+                     "esuming from", "esume from", "esuming training", "Continuing training from checkpoint",
                      "Starting elastic_operator")
 _BANNER = re.compile(
-    r"\[\w+\] Restarting workers|Restarting workers|Starting worker group|Rendezvous complete for workers"
+    r"Restarting workers|will restart worker group|Starting worker group|Rendezvous complete for workers"
     r"|[Rr]esum(?:e|ing)(?: training)? from (?:the )?(?:last |latest )?(?:checkpoint|step|ckpt|epoch)"
     r"|Continuing training from checkpoint|Starting elastic_operator")
 MIN_STEP_BEFORE_RESET = 10
@@ -64,8 +64,8 @@ def run_boundaries(events: Sequence[Event]) -> list[Boundary]:
         if e.ts is None or e.ts <= first_progress or e.kind in ("progress", "derived"):
             continue
         m = _BANNER.search(e.message)
-        if m:
-            out.append(Boundary(e.ts, e, m.group(0)))
+        if m:  # 1 ns later: a banner whose time was inferred from the line before it still follows that line
+            out.append(Boundary(e.ts + 1, e, m.group(0)))
     per_rank: dict[tuple[object, object], list[Event]] = defaultdict(list)
     for e in progress:
         rank = e.rank if e.rank is not None else e.attrs.get("rank")
