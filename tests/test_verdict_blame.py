@@ -187,3 +187,23 @@ def test_worker_killed_names_the_killed_rank() -> None:
     b = a.verdict.blame
     assert b is not None and b.culprit_ranks == [1] and b.victim_ranks == [0]
     assert b.why == "rank 1 died of SIGKILL (exitcode -9); the launcher then terminated rank 0"
+
+
+CORPUS = Path(__file__).parent / "corpus" / "cases"
+
+
+def test_watchdog_timeouts_alone_name_victims_not_a_culprit() -> None:
+    """Real log (tests/corpus/cases/ofa271-watchdog-old-format): five ranks time out, nothing says who stopped."""
+    case = CORPUS / "ofa271-watchdog-old-format"
+    a = analyze([str(p) for p in case.iterdir() if p.name != "case.toml"])
+    b = a.verdict.blame
+    assert b is not None and b.culprits == "" and b.victim_ranks == [1, 2, 3, 6, 7]
+    assert b.line().startswith("Culprit: not singled out · victims: ranks 1–3, 6, 7 — ")
+
+
+def test_the_same_error_on_two_ranks_makes_neither_a_victim() -> None:
+    """Real log (tests/corpus/cases/destroy-pg-devices-busy-via-nccl, pytorch#148150): ranks 1 and 7 both fail
+    with the same CUDA error; rank 7 is not 'a victim' of rank 1."""
+    a = analyze([str(CORPUS / "destroy-pg-devices-busy-via-nccl" / "traceback.txt")])
+    assert a.verdict.root_cause_id == "cuda-devices-unavailable"
+    assert a.verdict.blame is None

@@ -132,6 +132,8 @@ def _from_errors(acc: _Acc, root: Finding, consequences: Sequence[Finding],
                 acc.v_ranks.add(r)
         return
     named = False
+    acc.c_ranks |= {r for e in root.evidence  # every rank the root's own error shows up on
+                    if isinstance(r := e.rank, int) and e.kind != "derived" and not _waiting(e)}
     for e in root.evidence:
         if e.kind == "derived":
             continue
@@ -161,10 +163,10 @@ def _from_errors(acc: _Acc, root: Finding, consequences: Sequence[Finding],
             acc.add_why(text, root.signature)
         elif first is not None:
             acc.add_why(f"{root.signature}: {first.message[:140]}", root.signature)
-    for f in consequences:
+    for f in consequences:  # the ranks the consequences show waiting (not those that failed on their own)
         for e in f.evidence:
             r = e.rank if e.rank is not None else e.attrs.get("rank")
-            if isinstance(r, int) and not isinstance(r, bool) and r not in acc.c_ranks:
+            if isinstance(r, int) and not isinstance(r, bool) and r not in acc.c_ranks and _waiting(e):
                 acc.v_ranks.add(r)
 
 
@@ -189,6 +191,13 @@ def _hardware_why(e: Event) -> str:
         info = lookup(code)
         return f"GPU {e.gpu} logged Xid {code}" + (f" ({info.description})" if info else "")
     return f"GPU {e.gpu}: {e.message[:120]}"
+
+
+def _waiting(e: Event) -> bool:
+    """A line that shows its rank waiting for, or stopped because of, someone else."""
+    if e.kind == "c10d":
+        return bool(e.attrs.get("timeout") or e.attrs.get("op_type") or e.attrs.get("last_enqueued") is not None)
+    return e.kind == "torchrun" and bool(e.attrs.get("sent") or e.attrs.get("signal") in _SENT_BY_LAUNCHER)
 
 
 def _rank_of_gpu(events: Sequence[Event]) -> dict[str, int]:
@@ -237,8 +246,8 @@ def blame(verdict: Verdict, events: Sequence[Event], samples: Sequence[MetricSam
     if not (acc.v_ranks or acc.v_gpus):
         # Culprit ranks only: the other ranks of the job are the victims. A GPU error alone names no
         # victims (other GPUs of the machine may have nothing to do with it): no culprit line then.
-        if acc.c_ranks:
-            acc.v_ranks = {r for e in events if isinstance(r := e.rank, int)} - acc.c_ranks
+        if acc.c_ranks:  # ranks seen waiting (watchdog / flight-recorder records) or terminated by the launcher
+            acc.v_ranks = {r for e in events if isinstance(r := e.rank, int) and _waiting(e)} - acc.c_ranks
         if not (acc.v_ranks or acc.v_gpus):
             return None
     workers = len(acc.c_ranks | acc.v_ranks) + len(set(acc.c_gpus) | set(acc.v_gpus))
@@ -251,7 +260,8 @@ def blame(verdict: Verdict, events: Sequence[Event], samples: Sequence[MetricSam
         culprits += f" on {next(iter(acc.hosts))}"
     why = "; ".join(acc.why)
     if not culprits:
-        why = why or "every rank reports waiting; the logs do not show which one stopped first"
+        verb = "reports" if len(acc.v_ranks) == 1 else "report"
+        why = why or f"{victims} {verb} waiting (timed out); the logs do not show which rank stopped first"
     return Blame(culprits=culprits, victims=victims, why=why, culprit_ranks=sorted(acc.c_ranks),
                  culprit_gpus=sorted(acc.c_gpus), culprit_hosts=sorted(acc.hosts),
                  victim_ranks=sorted(acc.v_ranks), victim_gpus=sorted(acc.v_gpus), basis=acc.basis)
