@@ -262,7 +262,7 @@ def _blame_json(v: Verdict) -> dict[str, Any] | None:
         return None
     return {"line": b.line(), "culprits": b.culprits, "victims": b.victims, "why": b.why,
             "culprit_ranks": b.culprit_ranks, "culprit_gpus": b.culprit_gpus, "culprit_hosts": b.culprit_hosts,
-            "victim_ranks": b.victim_ranks, "victim_gpus": b.victim_gpus, "basis": b.basis}
+            "victim_ranks": b.victim_ranks, "victim_gpus": b.victim_gpus, "basis": b.basis, "facts": b.facts}
 
 
 def _timeline_summary(timeline: Timeline) -> dict[str, Any]:

@@ -74,6 +74,7 @@ class Blame:
     victim_ranks: list[int] = field(default_factory=list)
     victim_gpus: list[str] = field(default_factory=list)
     basis: list[str] = field(default_factory=list)  # the detectors/evidence the blame rests on
+    facts: dict[str, dict[str, Any]] = field(default_factory=dict)  # "GPU 6": memory/util/power; "rank 6": last step
 
     def line(self) -> str:
         """The verdict's first line: ``Culprit: … · victims: … — why``."""

@@ -146,3 +146,7 @@ async def test_the_culprit_is_the_first_line_of_the_overview_and_evidence_shows_
         await pilot.press("enter")
         body = plain(app.query_one("#evidence-body", Static).content)
         assert "Δt +0 s" in body
+        await pilot.press("3")
+        await pilot.pause(0.2)
+        status = plain(app.query_one("#timeline-status", Static).content)
+        assert "from root cause" in status and "Δt " in status

@@ -51,6 +51,10 @@ def test_eight_ranks_json_blame_and_dt() -> None:
     assert blame["culprit_ranks"] == [6, 7] and blame["victim_ranks"] == [0, 1, 2, 3, 4, 5]
     assert blame["culprit_gpus"] == ["0000:a1:00.0", "0000:b1:00.0"]
     assert blame["line"].startswith("Culprit: ranks 6, 7")
+    # Per-GPU / per-rank facts behind it: memory, utilization, power, last progress.
+    assert blame["facts"]["GPU 6"]["mem_used_mib"] == 60416 and blame["facts"]["GPU 6"]["util_gpu_pct"] == 0
+    assert blame["facts"]["GPU 6"]["power_w"] == 38.2 and blame["facts"]["GPU 2"]["util_gpu_pct"] == 100
+    assert blame["facts"]["rank 7"] == {"last_step": 1}
     assert d["verdict"]["root_first_event"] == "2026-05-14T05:37:00.222000Z"  # rank 6's last step
     ev = d["findings"][0]["evidence"]
     assert ev[0]["dt_s"] == 0.0

@@ -59,6 +59,7 @@ class _Acc:
         self.hosts: set[str] = set()
         self.why: list[str] = []
         self.basis: list[str] = []
+        self.facts: dict[str, dict[str, object]] = {}
 
     def add_why(self, text: str, basis: str) -> None:
         if text and text not in self.why:
@@ -76,6 +77,9 @@ def _derived(acc: _Acc, e: Event, index: dict[tuple[str | None, str], int]) -> N
     elif det == "rank-silent":
         acc.c_ranks |= set(_int_list(e.attrs.get("silent")))
         acc.v_ranks |= set(_int_list(e.attrs.get("going")))
+        last = e.attrs.get("last_step")
+        for r, step in (last.items() if isinstance(last, dict) else []):
+            acc.facts.setdefault(f"rank {r}", {})["last_step"] = step
         acc.add_why(_sentence(e), det)
     elif det == "nccl-desync":
         groups = [g for g in e.attrs.get("groups") or [] if isinstance(g, dict)]
@@ -91,9 +95,13 @@ def _derived(acc: _Acc, e: Event, index: dict[tuple[str | None, str], int]) -> N
             return
         acc.add_why(_sentence(e), det)
     elif det == "gpu-odd-one-out":
+        state = e.attrs.get("state") if isinstance(e.attrs.get("state"), dict) else {}
         for key, dest in (("culprit_gpus", acc.c_gpus), ("peer_gpus", acc.v_gpus)):
             for g in e.attrs.get(key) or []:
                 dest[str(g)] = index.get((e.host, str(g)))
+                i = dest[str(g)]
+                if str(g) in state:
+                    acc.facts[f"GPU {i if i is not None else g}"] = {"bus_id": str(g), **state[str(g)]}
         acc.add_why(_sentence(e), det)
         if e.host:
             acc.hosts.add(e.host)
@@ -264,4 +272,5 @@ def blame(verdict: Verdict, events: Sequence[Event], samples: Sequence[MetricSam
         why = why or f"{victims} {verb} waiting (timed out); the logs do not show which rank stopped first"
     return Blame(culprits=culprits, victims=victims, why=why, culprit_ranks=sorted(acc.c_ranks),
                  culprit_gpus=sorted(acc.c_gpus), culprit_hosts=sorted(acc.hosts),
-                 victim_ranks=sorted(acc.v_ranks), victim_gpus=sorted(acc.v_gpus), basis=acc.basis)
+                 victim_ranks=sorted(acc.v_ranks), victim_gpus=sorted(acc.v_gpus), basis=acc.basis,
+                 facts=acc.facts)
