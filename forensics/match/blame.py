@@ -95,7 +95,8 @@ def _derived(acc: _Acc, e: Event, index: dict[tuple[str | None, str], int]) -> N
             return
         acc.add_why(_sentence(e), det)
     elif det == "gpu-odd-one-out":
-        state = e.attrs.get("state") if isinstance(e.attrs.get("state"), dict) else {}
+        raw = e.attrs.get("state")
+        state: dict[str, dict[str, float]] = raw if isinstance(raw, dict) else {}
         for key, dest in (("culprit_gpus", acc.c_gpus), ("peer_gpus", acc.v_gpus)):
             for g in e.attrs.get(key) or []:
                 dest[str(g)] = index.get((e.host, str(g)))
