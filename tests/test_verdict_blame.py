@@ -136,6 +136,14 @@ def test_step_counter_reset_is_a_boundary() -> None:
     assert len(run_boundaries(sorted(events, key=lambda e: e.ts or 0))) == 1
 
 
+def test_an_interleaved_loop_with_its_own_counter_is_not_a_restart() -> None:
+    """Evaluation printing 'step 1..20' between training steps 500 and 501 (no bar label): the training
+    counter comes back, so no boundary."""
+    events = [_progress(s, s) for s in range(460, 501)] + [_progress(s, 600 + s) for s in range(1, 21)] + \
+        [_progress(s, 700 + s) for s in range(501, 540)]
+    assert run_boundaries(events) == []
+
+
 def test_torchrun_restart_line_is_a_boundary(tmp_path: Path) -> None:
     """The elastic agent's own lines (as in https://github.com/kubeflow/trainer/issues/1509: 'Rendezvous
     complete for workers', 'Starting worker group') between two runs mark the restart."""

@@ -74,12 +74,11 @@ def run_boundaries(events: Sequence[Event]) -> list[Boundary]:
         per_rank[(e.host, rank if isinstance(rank, int | str) else None)].append(e)
     for stream in per_rank.values():
         stream.sort(key=lambda e: e.ts or 0)
+        steps = [(e, s) for e in stream if (s := _num(e.attrs.get("step"))) is not None]
         top = None
-        for e in stream:
-            step = _num(e.attrs.get("step"))
-            if step is None:
-                continue
-            if top is not None and top >= MIN_STEP_BEFORE_RESET and step < top / 2:
+        for i, (e, step) in enumerate(steps):
+            if top is not None and top >= MIN_STEP_BEFORE_RESET and step < top / 2 \
+                    and not _old_counter_resumes(steps[i:], top):
                 out.append(Boundary(e.ts or 0, e, f"step counter reset from {fmt_num(top)} to {fmt_num(step)}"))
                 top = step
                 continue
@@ -92,6 +91,15 @@ def run_boundaries(events: Sequence[Event]) -> list[Boundary]:
             continue
         merged.append(b)
     return merged
+
+
+def _old_counter_resumes(after: Sequence[tuple[Event, float]], top: float) -> bool:
+    """An interleaved loop with its own counter (an evaluation printing ``step 1..50`` between training
+    steps), not a restart: the old counter comes back, in one jump, to where it was."""
+    for (_, prev), (_, step) in zip(after, after[1:], strict=False):
+        if step - prev > max(10.0, prev) and step >= 0.9 * top:
+            return True
+    return False
 
 
 def _file_restarts(progress: Sequence[Event]) -> list[Boundary]:
