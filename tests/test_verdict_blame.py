@@ -221,3 +221,16 @@ def test_the_same_error_on_two_ranks_makes_neither_a_victim() -> None:
     a = analyze([str(CORPUS / "destroy-pg-devices-busy-via-nccl" / "traceback.txt")])
     assert a.verdict.root_cause_id == "cuda-devices-unavailable"
     assert a.verdict.blame is None
+
+
+def test_single_rank_long_work_names_the_busy_rank_and_what_it_did(tmp_path: Path) -> None:
+    lines = ["[rank0]:[2026-05-14 03:00:00,000] INFO Saving model checkpoint to /out/checkpoint-500"]
+    lines += [f"[rank{r}]:[E514 03:30:01.000000000 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
+              "operation timeout: WorkNCCL(SeqNum=9001, OpType=ALLREDUCE, NumelIn=1000, NumelOut=1000, "
+              "Timeout(ms)=1800000) ran for 1800012 milliseconds before timing out." for r in (1, 2, 3)]
+    (tmp_path / "train.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    a = analyze([str(tmp_path / "train.log")])
+    assert a.verdict.root_cause_id == "single-rank-long-work"
+    b = a.verdict.blame
+    assert b is not None and b.culprits == "rank 0" and b.victims == "ranks 1–3"
+    assert "rank 0: Saving model checkpoint to /out/checkpoint-500" in b.why

@@ -18,6 +18,7 @@ The result is ``None`` unless the job has at least two ranks or GPUs and someone
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from forensics.events import Event, MetricSample
@@ -249,6 +250,12 @@ def blame(verdict: Verdict, events: Sequence[Event], samples: Sequence[MetricSam
         _from_errors(acc, root, verdict.consequences, index)
     elif root.signature not in _SYMPTOMS:
         _root_gpus(acc, root, index, _rank_of_gpu(events))
+        own = next((e for e in root.evidence if e.kind != "derived" and e.rank in acc.c_ranks
+                    and e.kind not in _HARDWARE), None)
+        if own is not None and root.signature not in acc.basis:  # what the culprit rank itself was doing
+            text = re.sub(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG)\b\s*[:-]?\s*", "", " ".join(own.message.split()))
+            acc.why.insert(0, f"rank {own.rank}: {text[:120]}")
+            acc.basis.append(root.signature)
     acc.v_ranks -= acc.c_ranks
     for g in acc.c_gpus:
         acc.v_gpus.pop(g, None)
