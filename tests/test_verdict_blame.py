@@ -234,3 +234,21 @@ def test_single_rank_long_work_names_the_busy_rank_and_what_it_did(tmp_path: Pat
     b = a.verdict.blame
     assert b is not None and b.culprits == "rank 0" and b.victims == "ranks 1–3"
     assert "rank 0: Saving model checkpoint to /out/checkpoint-500" in b.why
+
+
+def test_multi_node_culprit_names_its_node(tmp_path: Path) -> None:
+    """Two nodes' logs (each line prefixed by torchrun's rank and the node's NCCL host tag): rank 5 on node-b
+    stopped printing while the other ranks went on."""
+    for node, ranks in (("node-a", range(4)), ("node-b", range(4, 8))):
+        lines = [f"{node}:{1000 + r}:{2000 + r} [{r % 4}] NCCL INFO comm 0x5{r}a0 rank {r} nranks 8 cudaDev {r % 4} "
+                 f"busId {0x18 + r % 4:x}000 - Init COMPLETE" for r in ranks]
+        for step in range(1, 31):
+            for r in ranks:
+                if r == 5 and step > 3:
+                    continue
+                lines.append(f"[rank{r}]:2026-05-14 03:{step:02d}:00,{r:03d} INFO step {step} | loss 1.0 | 20 Ktok/s")
+        (tmp_path / f"{node}.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    a = analyze([str(tmp_path / "node-a.log"), str(tmp_path / "node-b.log")])
+    b = a.verdict.blame
+    assert b is not None and b.culprit_ranks == [5]
+    assert b.culprits == "rank 5 on node-b"

@@ -272,7 +272,10 @@ def blame(verdict: Verdict, events: Sequence[Event], samples: Sequence[MetricSam
     rank_of = _rank_of_gpu(events)
     culprits = _join(acc.c_ranks, acc.c_gpus, rank_of)
     victims = _join(acc.v_ranks, acc.v_gpus, rank_of)
-    if culprits and len(acc.hosts) == 1 and len({e.host for e in events if e.host}) > 1:
+    all_hosts = {e.host for e in events if e.host}
+    if len(all_hosts) > 1 and acc.c_ranks:  # multi-node: which node the culprit ranks ran on
+        acc.hosts |= {e.host for e in events if e.host and e.rank in acc.c_ranks}
+    if culprits and len(acc.hosts) == 1 and len(all_hosts) > 1:
         culprits += f" on {next(iter(acc.hosts))}"
     why = "; ".join(acc.why)
     if not culprits:
