@@ -48,7 +48,7 @@ def fmt_dt(seconds: float | None) -> str:
     """Δt from the root cause's first event as people read it: ``+0 s``, ``+45 s``, ``-3 min``, ``+2.6 h``."""
     if seconds is None:
         return ""
-    sign = "-" if seconds < 0 else "+"
+    sign = "-" if seconds <= -0.5 else "+"  # under half a second either way is +0 s
     a = abs(seconds)
     if a < 120:
         return f"{sign}{a:.0f} s"

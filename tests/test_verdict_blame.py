@@ -252,3 +252,11 @@ def test_multi_node_culprit_names_its_node(tmp_path: Path) -> None:
     b = a.verdict.blame
     assert b is not None and b.culprit_ranks == [5]
     assert b.culprits == "rank 5 on node-b"
+
+
+def test_dt_wording() -> None:
+    from forensics.report import fmt_dt
+
+    assert [fmt_dt(s) for s in (0.0, -0.2, -3, 45, 600, 9354.8)] == ["+0 s", "+0 s", "-3 s", "+45 s", "+10 min",
+                                                                     "+2.6 h"]
+    assert fmt_dt(None) == ""
