@@ -236,6 +236,17 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
             "consequences": [f.signature for f in v.consequences],
             "contributing": [f.signature for f in v.contributing],
             "ruled_out": [{"signature": s, "why": why} for s, why in v.ruled_out],
+            "blame": _blame_json(v),
+            "root_first_event": iso(v.t0),
+            "xid_catalog": v.xid_catalog or None,
+            "xid_incidents": [
+                {"gpu": i.gpu, "host": i.host, "first_seen": iso(i.first_ts), "last_seen": iso(i.last_ts),
+                 "primary": i.primary, "meaning": i.primary_meaning, "bucket": i.bucket,
+                 "investigatory": i.investigatory, "consequences": {str(c): n for c, n in i.consequences.items()},
+                 "count": i.count, "disrupts_job": i.disrupts_job, "why_disruptive": i.why_disruptive,
+                 "evidence": [str(e.origin) for e in i.evidence[:20]]}
+                for i in v.xid_incidents
+            ],
         },
         "findings": [
             {
@@ -257,7 +268,7 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
                 "references": f.references,
                 "evidence": [
                     {"ts": iso(e.ts), "ts_source": str(e.ts_source), "source": e.source, "kind": e.kind,
-                     "message": e.message, "origin": str(e.origin)}
+                     "message": e.message, "origin": str(e.origin), "dt_s": v.dt_s(e)}
                     for e in f.evidence
                 ],
             }
@@ -272,6 +283,16 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
         "timeline": _timeline_summary(analysis.timeline),
         "warnings": analysis.warnings,
     }
+
+
+def _blame_json(v: Verdict) -> dict[str, Any] | None:
+    """Culprit + victims + why (additive to version 1; None for single-worker or healthy verdicts)."""
+    b = v.blame
+    if b is None:
+        return None
+    return {"line": b.line(), "culprits": b.culprits, "victims": b.victims, "why": b.why,
+            "culprit_ranks": b.culprit_ranks, "culprit_gpus": b.culprit_gpus, "culprit_hosts": b.culprit_hosts,
+            "victim_ranks": b.victim_ranks, "victim_gpus": b.victim_gpus, "basis": b.basis, "facts": b.facts}
 
 
 def _timeline_summary(timeline: Timeline) -> dict[str, Any]:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from forensics.findings import Finding
     from forensics.timeline import Timeline
 
-__all__ = ["iso", "render_text", "when", "wrap_commands"]
+__all__ = ["fmt_dt", "iso", "render_text", "when", "wrap_commands"]
 
 WIDTH = 100
 MAX_EVIDENCE_LINES = 6
@@ -43,6 +43,19 @@ def when(e: Event) -> str:
     if e.ts_source == TsSource.LOCAL:
         return text[:-1] + " (local)"
     return text
+
+
+def fmt_dt(seconds: float | None) -> str:
+    """Δt from the root cause's first event as people read it: ``+0 s``, ``+45 s``, ``-3 min``, ``+2.6 h``."""
+    if seconds is None:
+        return ""
+    sign = "-" if seconds <= -0.5 else "+"  # under half a second either way is +0 s
+    a = abs(seconds)
+    if a < 120:
+        return f"{sign}{a:.0f} s"
+    if a < 7200:
+        return f"{sign}{a / 60:.0f} min"
+    return f"{sign}{a / 3600:.1f} h"
 
 
 def _short(text: str, limit: int = MAX_MESSAGE) -> str:
@@ -84,12 +97,14 @@ def wrap_commands(text: str, width: int) -> list[str]:
     return lines
 
 
-def _evidence_lines(f: Finding, limit: int | None = MAX_EVIDENCE_LINES) -> list[str]:
+def _evidence_lines(f: Finding, limit: int | None = MAX_EVIDENCE_LINES, t0: int | None = None) -> list[str]:
     shown = f.evidence[:limit]
     width = max((len(str(e.origin)) for e in shown), default=0)
     lines = []
     for e in shown:
-        head = f"    {when(e):<22} {str(e.origin):<{width}}"
+        dt = fmt_dt((e.ts - t0) / 1e9) if t0 is not None and e.ts is not None else ""
+        head = f"    {when(e):<22} {dt:>8} {str(e.origin):<{width}}" if t0 is not None else \
+            f"    {when(e):<22} {str(e.origin):<{width}}"
         if len(head) + 2 + min(len(e.message), 60) > WIDTH + 20:
             lines += [head.rstrip(), f"        {_short(e.message, WIDTH + 12)}"]
         else:
@@ -101,9 +116,10 @@ def _evidence_lines(f: Finding, limit: int | None = MAX_EVIDENCE_LINES) -> list[
     return lines
 
 
-def _finding_line(f: Finding) -> str:
+def _finding_line(f: Finding, t0: int | None = None) -> str:
     first = f.evidence[0] if f.evidence else None
-    where = f"  [{first.origin}]" if first is not None else ""
+    dt = fmt_dt((f.first_seen - t0) / 1e9) if t0 is not None and f.first_seen is not None else ""
+    where = f"  [{first.origin}{', Δt ' + dt if dt else ''}]" if first is not None else ""
     note = f" — {f.note}" if f.note else ""
     return f"    - {f.signature}: {f.title}{note}{where}"
 
@@ -114,14 +130,15 @@ def _root(analysis: Analysis, full: bool = False) -> list[str]:
     assert f is not None
     out = [f"ROOT CAUSE: {f.title}", f"  [{f.signature} · {v.confidence} confidence · score {f.score:.2f}]"]
     out += _wrap(v.summary, "  ")
-    out += ["", "  Evidence:", *_evidence_lines(f, None if full else MAX_EVIDENCE_LINES)]
+    head = "  Evidence (Δt from the root cause's first event):" if v.t0 is not None else "  Evidence:"
+    out += ["", head, *_evidence_lines(f, None if full else MAX_EVIDENCE_LINES, t0=v.t0)]
     tail = f.facts.get("last_lines")
     if isinstance(tail, dict):
         for name, lines in tail.items():
             out += ["", f"  Last lines of {name}:", *(f"    | {_short(str(x), WIDTH + 12)}" for x in lines)]
     if v.consequences:
         out += ["", "  What followed (consequences, not causes):"]
-        out += [_finding_line(c) for c in v.consequences]
+        out += [_finding_line(c, v.t0) for c in v.consequences]
     if f.remedy:
         out += ["", "  What to do:"]
         for i, step in enumerate(f.remedy, 1):
@@ -131,6 +148,31 @@ def _root(analysis: Analysis, full: bool = False) -> list[str]:
     if f.explain:
         out += ["", "  What it means:"]
         out += _wrap(f.explain, "    ")
+    return out
+
+
+MAX_INCIDENTS = 5
+
+
+def _xid_lines(analysis: Analysis) -> list[str]:
+    """Xid incidents (one burst of one GPU each) with the catalogue version they were read with."""
+    v = analysis.verdict
+    if not v.xid_incidents:
+        return []
+    out = ["", f"  Xid incidents ({v.xid_catalog}):"]
+    for i in v.xid_incidents[:MAX_INCIDENTS]:
+        rest = ", ".join(f"{c}" + (f"×{n}" if n > 1 else "") for c, n in i.consequences.items())
+        span = ""
+        if i.first_ts is not None and i.last_ts is not None and i.last_ts > i.first_ts:
+            span = f" over {fmt_dt((i.last_ts - i.first_ts) / 1e9).lstrip('+')}"
+        start = when(i.evidence[0]) if i.evidence else "(no time)"
+        line = (f"    - GPU {i.gpu}{' on ' + i.host if i.host else ''}, {start}: primary Xid {i.primary} "
+                f"({i.primary_meaning}; {i.bucket or 'no bucket'})"
+                + (f", then {rest}" if rest else "") + f"{span}; "
+                + (f"disrupted the job: {i.why_disruptive}" if i.disrupts_job else "no sign it disrupted the job"))
+        out += textwrap.wrap(line, WIDTH, subsequent_indent="      ", break_on_hyphens=False)
+    if len(v.xid_incidents) > MAX_INCIDENTS:
+        out.append(f"    … {len(v.xid_incidents) - MAX_INCIDENTS} more incident(s)")
     return out
 
 
@@ -167,15 +209,19 @@ def render_text(analysis: Analysis, full: bool = False) -> str:
     """The report; ``full`` (``--all``): every evidence line, file and warning, none elided."""
     v = analysis.verdict
     out: list[str] = []
+    if v.blame is not None:  # multi-rank / multi-GPU: who broke it and who only waited, first
+        out += textwrap.wrap(v.blame.line().replace("Culprit:", "CULPRIT:", 1), WIDTH, subsequent_indent="  ",
+                             break_on_hyphens=False)
     if v.root_cause is None:
         out.append(f"NO FAILURE FOUND ({v.confidence} confidence)")
         out += _wrap(v.summary, "  ")
     else:
         out += _root(analysis, full)
+    out += _xid_lines(analysis)
     if v.contributing:
         out += ["", "  Risks and contributing findings:"]
         for c in v.contributing:
-            out.append(_finding_line(c))
+            out.append(_finding_line(c, v.t0))
             if c.evidence:
                 out.append(f"      {_short(c.evidence[0].message, WIDTH)}")
     if v.ruled_out:

@@ -25,10 +25,11 @@ def test_root_cause_screen() -> None:
     lines = text.splitlines()
     assert lines[0] == "ROOT CAUSE: GPU fell off the PCIe bus (Xid 79)"
     assert lines[1].startswith("  [xid-79-fallen-off-bus · ")
-    assert "    2023-11-14 22:13:20Z   dmesg.txt:1843  NVRM: Xid (PCI:0000:3b:00): 79" in text
+    assert "  Evidence (Δt from the root cause's first event):" in text
+    assert "    2023-11-14 22:13:20Z       +0 s dmesg.txt:1843  NVRM: Xid (PCI:0000:3b:00): 79" in text
     assert "What followed (consequences, not causes):" in text
     assert "    - cuda-unknown-error: CUDA reported an unknown error — follows xid-79-fallen-off-bus 3 s later" \
-        "  [train.log:12]" in text
+        "  [train.log:12, Δt +3 s]" in text
     assert "    1. Reseat or replace the GPU" in text
     assert "Risks and contributing findings:" in text and "[memory-margin]" in text
     assert "Considered and ruled out:\n    - torch-cuda-oom: " in text

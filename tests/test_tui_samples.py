@@ -130,3 +130,23 @@ async def test_filtering_moves_the_cursor_to_the_first_match_and_says_no_match()
 def test_the_demo_incident_still_has_progress_lines() -> None:
     """The metrics snapshot's training-rate chart needs them."""
     assert any(e.kind == "progress" and "tokens_s" in e.attrs for e in demo.xid79_incident().timeline.events)
+
+
+@headless
+async def test_the_culprit_is_the_first_line_of_the_overview_and_evidence_shows_dt() -> None:
+    """The recorded 2-GPU stall: rank 1 is named the culprit before the root cause, at 80x24 too;
+    the Evidence view shows each line's Δt from the root cause's first event."""
+    app = bundle_app("silent-stall-2gpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        lines = [line.strip(" │┃") for line in screen(app).splitlines() if line.strip(" │┃─━╭╮╰╯")]
+        first = next(i for i, line in enumerate(lines) if "CULPRIT" in line)
+        assert "rank 1 (GPU 1)" in lines[first] and "victims: rank 0" in " ".join(lines[first:first + 2])
+        assert first < next(i for i, line in enumerate(lines) if "ROOT CAUSE" in line)
+        await pilot.press("enter")
+        body = plain(app.query_one("#evidence-body", Static).content)
+        assert "Δt +0 s" in body
+        await pilot.press("3")
+        await pilot.pause(0.2)
+        status = plain(app.query_one("#timeline-status", Static).content)
+        assert "from root cause" in status and "Δt " in status

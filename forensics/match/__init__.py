@@ -22,12 +22,15 @@ from forensics.errors import SignatureError
 from forensics.events import Event
 from forensics.findings import Confidence, Finding, Verdict
 from forensics.match.detectors import run_detectors
+from forensics.match.detectors.runs import BOUNDARY_LITERALS
 from forensics.match.loader import load_signatures as _load
 from forensics.match.matcher import match_signature
 from forensics.match.schema import Signature
 from forensics.match.selectors import EventIndex
 from forensics.match.unrecognized import unrecognized, verdict_for
 from forensics.match.verdict import decide
+from forensics.match.xid_catalog import catalog_version, describe
+from forensics.match.xid_incidents import xid_code, xid_incidents
 from forensics.timeline import Timeline
 
 __all__ = ["Signature", "SignatureError", "add_derived_events", "diagnose", "load_signatures", "notable_literals"]
@@ -50,6 +53,8 @@ def notable_literals(signatures: Sequence[Signature]) -> tuple[bytes, ...]:
                 continue
             for lit in ev.literals:
                 seen.setdefault(lit.encode("utf-8"), None)
+    for lit in BOUNDARY_LITERALS:  # run boundaries (a restart is not a stall)
+        seen.setdefault(lit.encode("utf-8"), None)
     return tuple(seen)
 
 
@@ -91,8 +96,25 @@ def diagnose(timeline: Timeline, signatures: Sequence[Signature]) -> tuple[list[
     index = EventIndex(timeline.events, signatures)
     matches = [m for sig in signatures if (m := match_signature(sig, index)) is not None]
     note, confidence = _healthy(timeline)
-    findings, verdict = decide(matches, index.events, note, confidence)
+    findings, verdict = decide(matches, index.events, note, confidence, timeline.metrics)
     if verdict.root_cause is None and (unknown := unrecognized(index.events)) is not None:
         findings, verdict = verdict_for(unknown, findings, verdict)  # a failure no signature knows
     verdict.warnings = warnings + index.warnings
+    _add_xid_context(verdict, index.events)
     return findings, verdict
+
+
+def _add_xid_context(verdict: Verdict, events: Sequence[Event]) -> None:
+    """Xid incidents, the pinned catalogue version, and the root Xid's catalogue entry in the summary."""
+    if not any(e.kind == "xid" for e in events):
+        return
+    verdict.xid_incidents = xid_incidents(events)
+    verdict.xid_catalog = catalog_version()
+    root = verdict.root_cause
+    if root is None or not root.signature.startswith("xid"):
+        return
+    codes = [c for e in root.evidence if e.kind == "xid" and (c := xid_code(e)) is not None]
+    if codes:
+        primary = next((i.primary for i in verdict.xid_incidents if any(e in i.evidence for e in root.evidence)),
+                       codes[0])
+        verdict.summary += f" {describe(primary)}."

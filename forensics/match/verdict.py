@@ -25,8 +25,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from forensics.events import Event
+from forensics.events import Event, MetricSample
 from forensics.findings import Confidence, Finding, Role, Verdict
+from forensics.match.blame import blame
 from forensics.match.facts import oom_sentence
 from forensics.match.matcher import Match
 
@@ -190,14 +191,16 @@ def _cross_rank_sentence(f: Finding) -> str:
     return ""
 
 
-def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequence[Event]) -> str:
+def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequence[Event],
+             culprits: str = "") -> str:
     from forensics.report import when as human_time
 
     f = root.m.finding
     first = min((events[p] for p in root.m.anchors if events[p].ts is not None), key=lambda e: e.ts or 0,
                 default=None)
     when = f" at {human_time(first)}" if first is not None else ""
-    text = f"{f.title}{_where(f)}{when}."
+    where = f" on {culprits}" if culprits else _where(f)  # the culprits, not every GPU the evidence names
+    text = f"{f.title}{where}{when}."
     for detail in (oom_sentence(f.facts), _cross_rank_sentence(f)):
         if detail:
             text += f" {detail}."
@@ -212,9 +215,11 @@ def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequen
 
 
 def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str = "",
-           healthy_confidence: Confidence = Confidence.MEDIUM) -> tuple[list[Finding], Verdict]:
+           healthy_confidence: Confidence = Confidence.MEDIUM,
+           samples: Sequence[MetricSample] = ()) -> tuple[list[Finding], Verdict]:
     """Order fired signatures into the verdict. Returns the findings (root first, then
-    consequences, then the rest) with their roles and notes set, and the verdict."""
+    consequences, then the rest) with their roles and notes set, and the verdict (with its
+    culprit line, :mod:`forensics.match.blame`, for multi-rank / multi-GPU jobs)."""
     nodes = [_node(m, events) for m in matches]
     risks = [n for n in nodes if n.m.sig.risk or n.m.risk_only]
     causes = [n for n in nodes if not (n.m.sig.risk or n.m.risk_only)]
@@ -292,9 +297,16 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
     verdict = Verdict(
         root_cause=root.m.finding,
         confidence=confidence,
-        summary=_summary(root, consequences, reason, events),
+        summary="",
         consequences=[n.m.finding for n in consequences],
         contributing=[n.m.finding for n in sorted(risks + side, key=_order_key)],
         ruled_out=ruled_out,
+        t0=root.first,
     )
+    verdict.blame = blame(verdict, events, samples)
+    if verdict.blame is not None and verdict.blame.basis:  # the lines that single out the culprits come first
+        basis = verdict.blame.basis
+        root.m.finding.evidence.sort(key=lambda e: basis.index(str(e.attrs.get("detector")))
+                                     if e.attrs.get("detector") in basis else len(basis))
+    verdict.summary = _summary(root, consequences, reason, events, verdict.blame.culprits if verdict.blame else "")
     return [n.m.finding for n in ordered], verdict

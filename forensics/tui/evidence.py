@@ -19,6 +19,7 @@ from textual.widgets.option_list import Option
 
 from forensics.events import Event, Severity
 from forensics.findings import Finding, number_ranges
+from forensics.report import fmt_dt
 from forensics.textdoc import TextDocument
 from forensics.tui.dialogs import context_lines, excerpt, render_context
 from forensics.tui.model import (
@@ -63,6 +64,9 @@ def _event_head(model: Model, e: Event, previous: Event | None) -> Text:
     delta = gap_ns(previous, e) if previous else None
     head.append(f"{fmt_delta(delta) if previous else 'first':>11}  ", Style(color="#c3e88d"))
     head.append(f"{fmt_when(e)}  ", MUTED)
+    dt = model.analysis.verdict.dt_s(e)
+    if dt is not None:
+        head.append(f"Δt {fmt_dt(dt)}  ", Style(color="#ffcb6b"))
     sev = Severity(e.severity) if e.severity in Severity._value2member_map_ else Severity.INFO
     tag = SEVERITY_TAGS.get(sev, "").strip()
     if tag:

@@ -41,6 +41,7 @@ ROLE_STYLES = {Role.ROOT_CAUSE: Style(color="#ffffff", bgcolor="#b00020", bold=T
                Role.CONTRIBUTING: Style(color="#1b1b1b", bgcolor="#89ddff")}
 RISK_STYLE = Style(color="#1b1b1b", bgcolor="#f78c6c")
 FACTS_STYLE = Style(color="#ffcb6b", bold=True)
+CULPRIT_STYLE = Style(color="#ffffff", bgcolor="#7b1fa2", bold=True)
 
 
 @dataclass
@@ -86,6 +87,7 @@ def _where(f: Finding) -> str:
 
 #: The verdict box stays short enough for 80x24 to show the findings under it; the Evidence view has it all.
 SUMMARY_CHARS = 300
+WHY_CHARS = 160
 REMEDY_CHARS = 170
 
 
@@ -142,11 +144,19 @@ def verdict_text(model: Model, width: int | None = None) -> Text:
         out.append("3 opens the timeline." if n_events else "Nothing in the inputs looked notable.", MUTED)
         return out
     f = v.root_cause
+    if v.blame is not None:  # multi-rank / multi-GPU: who broke the job and who only waited, first
+        out.append(" CULPRIT ", CULPRIT_STYLE)
+        out.append(f" {v.blame.culprits or 'not singled out'}", Style(bold=True, color="#ff5370"))
+        if v.blame.victims:
+            out.append(f"  victims: {v.blame.victims}", MUTED)
+        out.append("\n")
+        if v.blame.why:
+            out.append(_clip(v.blame.why, WHY_CHARS) + "\n", FACTS_STYLE)
     out.append(" ROOT CAUSE ", ROLE_STYLES[Role.ROOT_CAUSE])
     out.append(f" {f.title}", Style(bold=True))
     out.append(f"  {v.confidence} confidence\n", Style(color="#ffcb6b"))
     line2 = [f.signature]
-    where = _where(f)
+    where = v.blame.culprits if v.blame is not None and v.blame.culprits else _where(f)
     if where:
         line2.append(where)
     if f.first_seen is not None:

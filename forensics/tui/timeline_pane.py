@@ -16,6 +16,7 @@ from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
 from forensics.events import Event
+from forensics.report import fmt_dt
 from forensics.tui.dialogs import JumpScreen
 from forensics.tui.index import EventIndex, QueryError, parse_query, parse_time
 from forensics.tui.model import Model, fmt_stamp, fmt_when
@@ -83,7 +84,10 @@ class TimelinePane(Vertical):
         e = self.view.current_event
         if e is not None and shown:
             where = self.model.where(e.origin)
-            text.append(f"  ·  row {self.view.cursor + 1:,}  {fmt_when(e).strip()}  {where}", Style(color="#8a8fa8"))
+            dt = self.model.analysis.verdict.dt_s(e)
+            since = f"  Δt {fmt_dt(dt)} from root cause" if dt is not None else ""
+            text.append(f"  ·  row {self.view.cursor + 1:,}  {fmt_when(e).strip()}{since}  {where}",
+                        Style(color="#8a8fa8"))
         self.query_one("#timeline-status", Static).update(text)
 
     @on(TimelineView.Moved)

@@ -15,9 +15,16 @@ signatures anchor on with ``kinds = ["derived"]`` and ``literals = ["[<detector>
 | ``nvml-unresponsive`` | recorder events | the recorder reports NVML calls that did not return |
 | ``nccl-desync`` / ``rank-behind`` | c10d events | see :mod:`.ranks` |
 | ``rank-behind`` / ``nccl-desync`` / ``hang-stack`` | stack dumps | see :mod:`.stacks` |
+| ``gpu-odd-one-out`` | metrics | last minute: idle GPUs of the job with much less memory than peers (***) |
+| ``rank-silent`` | progress events | ranks whose progress stopped long before their peers' in one run (***) |
+| ``throughput-drop`` | progress, run boundaries | also: a restarted run at ≤ 60 % of the previous run's rate (****) |
+
+``no-progress``, ``throughput-drop`` and ``rank-silent`` read run boundaries (:mod:`.runs`): a
+stream that ended at a restart is observed until the restart, and runs are compared, not merged.
 
 (*) durations apply to dense series; on a few snapshots the last ones count (see :mod:`.frames`).
 (**) only when the GPU never recovered afterwards, or the state lasted 10 min (a checkpoint save is normal).
+(***) see :mod:`.odd_one_out`. (****) see :mod:`.runs`.
 """
 
 from __future__ import annotations
@@ -33,10 +40,12 @@ from forensics.match.detectors.gpu_metrics import (
     pcie_link_below_max,
     spinning_collective,
 )
+from forensics.match.detectors.odd_one_out import gpu_odd_one_out, rank_silent
 from forensics.match.detectors.oom_margin import memory_margin_oom
 from forensics.match.detectors.progress import no_progress, throughput_drop
 from forensics.match.detectors.ranks import cross_rank
 from forensics.match.detectors.recorder_health import nvml_unresponsive
+from forensics.match.detectors.runs import boundaries_of, forget_boundaries, throughput_across_runs
 from forensics.match.detectors.stacks import stack_dumps
 from forensics.timeline import Timeline
 
@@ -54,7 +63,7 @@ def _clean_exit(events: Sequence[Event]) -> bool:
 
 
 def _no_progress(t: Timeline) -> list[Event]:
-    return [] if _clean_exit(t.events) else no_progress(t.events, _end_of_observation(t))
+    return [] if _clean_exit(t.events) else no_progress(t.events, _end_of_observation(t), boundaries_of(t.events))
 
 
 DETECTORS: tuple[tuple[str, Callable[[Timeline], list[Event]]], ...] = (
@@ -64,7 +73,10 @@ DETECTORS: tuple[tuple[str, Callable[[Timeline], list[Event]]], ...] = (
     ("pcie-link-below-max", lambda t: pcie_link_below_max(t.metrics)),
     ("memory-margin", lambda t: memory_margin_nvml(t.metrics) + memory_margin_oom(t.events)),
     ("no-progress", _no_progress),
-    ("throughput-drop", lambda t: throughput_drop(t.events)),
+    ("throughput-drop", lambda t: throughput_drop(t.events, boundaries_of(t.events))
+     + throughput_across_runs(t.events, boundaries_of(t.events))),
+    ("gpu-odd-one-out", lambda t: gpu_odd_one_out(t.metrics, t.events)),
+    ("rank-silent", lambda t: rank_silent(t.events, boundaries_of(t.events))),
     ("nvml-unresponsive", lambda t: nvml_unresponsive(t.events)),
     ("cross-rank", lambda t: cross_rank(t.events)),
     ("stack-dumps", lambda t: stack_dumps(t.events)),
@@ -82,4 +94,5 @@ def run_detectors(timeline: Timeline) -> tuple[list[Event], list[str]]:
         except Exception as exc:  # noqa: BLE001 - reported, never raised into the analysis
             warnings.append(f"detector {name} failed: {type(exc).__name__}: {exc}")
     forget_frames()
+    forget_boundaries()
     return out, warnings

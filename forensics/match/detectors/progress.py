@@ -14,6 +14,7 @@ from statistics import median
 
 from forensics.events import Event
 from forensics.match.detectors.common import derived, fmt_duration, fmt_num
+from forensics.match.detectors.runs import Boundary, run_index
 
 __all__ = ["no_progress", "throughput_drop"]
 
@@ -27,13 +28,14 @@ MAX_SERIES = 2000
 RATE_KEYS = (("tokens_s", "tokens/s"), ("samples_s", "samples/s"), ("it_s", "it/s"), ("s_it", "it/s"))
 
 
-def _streams(events: Sequence[Event]) -> dict[tuple[object, ...], list[Event]]:
+def _streams(events: Sequence[Event], boundaries: Sequence[Boundary] = ()) -> dict[tuple[object, ...], list[Event]]:
+    """Progress events per (host, rank, file, run): a restart starts a new stream."""
     streams: dict[tuple[object, ...], list[Event]] = defaultdict(list)
     for e in events:
         if e.kind == "progress":
             rank = e.rank if e.rank is not None else e.attrs.get("rank")
             key_rank = rank if isinstance(rank, int | str) else None  # a parser's odd attr must not break grouping
-            streams[(e.host, key_rank, e.origin.path)].append(e)
+            streams[(e.host, key_rank, e.origin.path, run_index(e.ts, boundaries))].append(e)
     return streams
 
 
@@ -41,12 +43,14 @@ def _num(v: object) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v == v else None
 
 
-def no_progress(events: Sequence[Event], end_ts: int | None) -> list[Event]:
-    """Streams whose progress lines stopped long before the end of the observation."""
+def no_progress(events: Sequence[Event], end_ts: int | None, boundaries: Sequence[Boundary] = ()) -> list[Event]:
+    """Streams whose progress lines stopped long before the end of the observation. A stream that
+    ended before a restart (``boundaries``) is observed only until that restart: a log that simply
+    ended at a restart is not a stall."""
     if end_ts is None:
         return []
     out: list[Event] = []
-    for stream in _streams(events).values():
+    for stream in _streams(events, boundaries).values():
         timed = [e for e in stream if e.ts is not None]
         if len(timed) < MIN_POINTS:
             continue
@@ -57,14 +61,17 @@ def no_progress(events: Sequence[Event], end_ts: int | None) -> list[Event]:
         step_ns = int(median(deltas))
         last = timed[-1]
         assert last.ts is not None
-        silence = end_ts - last.ts
+        restart = next((b for b in boundaries if b.ts > last.ts), None)
+        until = min(end_ts, restart.ts) if restart is not None else end_ts
+        silence = until - last.ts
         if silence < max(MIN_STALL_NS, STALL_STEPS * step_ns):
             continue
         step = last.attrs.get("step")
         after = f" after step {step}" if step is not None else ""
         sentence = (f"no progress line for {fmt_duration(silence)}{after} "
-                    f"(≈ {silence / step_ns:.0f} step-times of {fmt_duration(step_ns)})")
-        out.append(derived("no-progress", sentence, origin=last.origin, ts=last.ts, end_ts=end_ts,
+                    f"(≈ {silence / step_ns:.0f} step-times of {fmt_duration(step_ns)})"
+                    + (f", until the restart ('{restart.why}')" if restart is not None and until < end_ts else ""))
+        out.append(derived("no-progress", sentence, origin=last.origin, ts=last.ts, end_ts=until,
                            ts_source=last.ts_source, source=last.source, host=last.host, rank=last.rank,
                            attrs={"silence_s": silence / 1e9, "step_s": step_ns / 1e9, "last_step": step}))
     return out
@@ -80,10 +87,11 @@ def _series(stream: Sequence[Event]) -> tuple[str, list[tuple[float, Event]]] | 
     return None
 
 
-def throughput_drop(events: Sequence[Event]) -> list[Event]:
-    """Streams whose rate fell to ``DROP_RATIO`` of its earlier median and never recovered."""
+def throughput_drop(events: Sequence[Event], boundaries: Sequence[Boundary] = ()) -> list[Event]:
+    """Streams whose rate fell to ``DROP_RATIO`` of its earlier median and never recovered (within
+    one run; across a restart see :func:`.runs.throughput_across_runs`)."""
     out: list[Event] = []
-    for stream in _streams(events).values():
+    for stream in _streams(events, boundaries).values():
         found = _series(stream)
         if found is None:
             continue
