@@ -7,6 +7,11 @@ column names — not for every 10 Hz tick, which would be millions of objects fo
 long run, but once a second per GPU, at once when a discrete field changes (clock
 event reasons, PCIe link, ECC, remapped rows, replays) or memory use moves by more than
 1 % of capacity, and for the last tick of the file (the state just before the end).
+
+The compute processes (``"p"``: ``[pid, used MiB]`` per GPU, once a second) become one
+``gpu-process`` event per process and GPU at the end of the file: its peak and last footprint and
+its plateaus (footprints read twice in a row), so a detector can see workers that started alike
+and then grew apart (detectors/stunted.py).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from forensics.events import MetricSample, TsSource
+from forensics.events import Event, MetricSample, TsSource
 from forensics.parsers.base import ParseContext, Record, json_objects
 from forensics.textdoc import Line, TextDocument
 
@@ -52,6 +57,7 @@ class NvmlSamplesParser:
         state: dict[str, dict[str, float]] = {}
         last_emit: dict[str, int] = {}
         pending: dict[str, tuple[int, Line]] = {}
+        processes: dict[tuple[str, int], _Footprint] = {}
         for line, obj in json_objects(doc, ctx):
             if obj.get("format") == FORMAT:
                 columns = {str(k): str(v) for k, v in (obj.get("columns") or {}).items()}
@@ -64,6 +70,8 @@ class NvmlSamplesParser:
             if not isinstance(t, int):
                 continue
             ts = t * 1_000_000
+            if isinstance(obj.get("p"), dict):
+                _read_processes(obj["p"], ts, line, processes)
             changes: dict[str, Any] = obj["g"] if isinstance(obj.get("g"), dict) else {}
             for gi in gpu_names:
                 cur = state.setdefault(gi, {})
@@ -92,12 +100,60 @@ class NvmlSamplesParser:
                     pending[gi] = (ts, line)
         for gi, (ts, line) in pending.items():
             yield self._sample(ts, gi, gpu_names, state.get(gi, {}), host, ctx, line)
+        for (gi, pid), fp in processes.items():
+            yield fp.event(pid, gpu_names.get(gi, gi), host, ctx)
 
     @staticmethod
     def _sample(ts: int, gi: str, names: dict[str, str], values: dict[str, float], host: str | None,
                 ctx: ParseContext, line: Line) -> MetricSample:
         return MetricSample(ts=ts, ts_source=TsSource.EXACT, gpu=names.get(gi, gi), values=dict(values),
                             origin=ctx.origin(line), host=host, source=ctx.source if ctx.source else "nvml")
+
+
+class _Footprint:
+    """One process's memory on one GPU over the recording (readings once a second)."""
+
+    __slots__ = ("first", "last", "peak", "peak_line", "plateaus", "readings")
+
+    def __init__(self, ts: int, mib: float) -> None:
+        self.first: tuple[int, float] = (ts, mib)
+        self.last: tuple[int, float] = (ts, mib)
+        self.peak: tuple[int, float] = (ts, mib)
+        self.peak_line: Line | None = None
+        self.plateaus: list[float] = []  # footprints read twice in a row, in order
+        self.readings = 0
+
+    def add(self, ts: int, mib: float, line: Line) -> None:
+        if self.readings and mib == self.last[1] and (not self.plateaus or self.plateaus[-1] != mib) \
+                and len(self.plateaus) < 64:
+            self.plateaus.append(mib)
+        if mib > self.peak[1] or self.peak_line is None:
+            self.peak, self.peak_line = (ts, mib), line
+        self.last = (ts, mib)
+        self.readings += 1
+
+    def event(self, pid: int, gpu: str, host: str | None, ctx: ParseContext) -> Event:
+        ts, peak = self.peak
+        assert self.peak_line is not None  # set by the first add()
+        origin = ctx.origin(self.peak_line)
+        return Event(ts=ts, ts_source=TsSource.EXACT, source=ctx.source if ctx.source else "nvml",
+                     kind="gpu-process", message=f"pid {pid} on GPU {gpu}: peak {peak:,.0f} MiB",
+                     origin=origin, host=host, gpu=gpu, pid=pid,
+                     attrs={"pid": pid, "peak_mib": peak, "plateaus": tuple(self.plateaus), "last_mib": self.last[1],
+                            "first_ts": self.first[0], "last_ts": self.last[0], "readings": self.readings})
+
+
+def _read_processes(per_gpu: dict[str, Any], ts: int, line: Line,
+                    processes: dict[tuple[str, int], _Footprint]) -> None:
+    for gi, rows in per_gpu.items():
+        if not isinstance(rows, list):
+            continue
+        for row in rows:
+            if not (isinstance(row, list) and len(row) == 2 and all(isinstance(x, int) for x in row)):
+                continue
+            pid, mib = row
+            fp = processes.setdefault((str(gi), pid), _Footprint(ts, float(mib)))
+            fp.add(ts, float(mib), line)
 
 
 PARSER = NvmlSamplesParser()

@@ -15,6 +15,7 @@ signatures anchor on with ``kinds = ["derived"]`` and ``literals = ["[<detector>
 | ``nvml-unresponsive`` | recorder events | the recorder reports NVML calls that did not return |
 | ``nccl-desync`` / ``rank-behind`` | c10d events | see :mod:`.ranks` |
 | ``rank-behind`` / ``nccl-desync`` / ``hang-stack`` | stack dumps | see :mod:`.stacks` |
+| ``stunted-workers`` | ``gpu-process`` events | workers that started alike on one GPU and grew apart (:mod:`.stunted`) |
 | ``gpu-odd-one-out`` | metrics | last minute: idle GPUs of the job with much less memory than peers (***) |
 | ``rank-silent`` | progress events | ranks whose progress stopped long before their peers' in one run (***) |
 | ``throughput-drop`` | progress, run boundaries | also: a restarted run at ≤ 60 % of the previous run's rate (****) |
@@ -47,6 +48,7 @@ from forensics.match.detectors.ranks import cross_rank
 from forensics.match.detectors.recorder_health import nvml_unresponsive
 from forensics.match.detectors.runs import boundaries_of, forget_boundaries, throughput_across_runs
 from forensics.match.detectors.stacks import stack_dumps
+from forensics.match.detectors.stunted import stunted_workers
 from forensics.timeline import Timeline
 
 __all__ = ["DETECTORS", "run_detectors"]
@@ -80,6 +82,7 @@ DETECTORS: tuple[tuple[str, Callable[[Timeline], list[Event]]], ...] = (
     ("nvml-unresponsive", lambda t: nvml_unresponsive(t.events)),
     ("cross-rank", lambda t: cross_rank(t.events)),
     ("stack-dumps", lambda t: stack_dumps(t.events)),
+    ("stunted-workers", lambda t: stunted_workers(t.events)),
 )
 
 

@@ -7,6 +7,7 @@ A boundary is a moment after which progress belongs to a new run:
   worker group`` / ``Rendezvous complete``, a resume from a checkpoint (``Resuming from
   checkpoint``, HF ``Continuing training from checkpoint``), a launch banner (``launching 8
   ranks``) — once some progress was seen before it;
+* a new recording: a bundle's manifest (``forensics record`` started the job again);
 * a step counter that starts again: a progress stream of one rank (across files, by time) whose
   step falls to less than half of what it had reached (at least step 10).
 
@@ -62,6 +63,9 @@ def run_boundaries(events: Sequence[Event]) -> list[Boundary]:
     out: list[Boundary] = []
     for e in events:
         if e.ts is None or e.ts <= first_progress or e.kind in ("progress", "derived"):
+            continue
+        if e.kind == "recording":  # the start of another bundle of the job: a new launch
+            out.append(Boundary(e.ts + 1, e, f"a new recording ({_file_parent(e)})"))
             continue
         m = _BANNER.search(e.message)
         if m:  # 1 ns later: a banner whose time was inferred from the line before it still follows that line
@@ -194,3 +198,9 @@ def throughput_across_runs(events: Sequence[Event], boundaries: Sequence[Boundar
 
 def _file(e: Event) -> str:
     return e.origin.path.rsplit("/", 1)[-1]
+
+
+def _file_parent(e: Event) -> str:
+    """The folder an event's file lies in (a bundle's manifest: the bundle)."""
+    parts = e.origin.path.rsplit("/", 2)
+    return "/".join(parts[-3:-1]) if len(parts) > 2 else (parts[0] if len(parts) == 2 else e.origin.path)
