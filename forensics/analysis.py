@@ -23,9 +23,10 @@ from forensics.textdoc import TextDocument
 from forensics.timeline import Timeline, build_timeline, place_boot_relative
 
 if TYPE_CHECKING:
+    from forensics.postmortem.environment import BundleFacts
     from forensics.progress import Progress
 
-__all__ = ["Analysis", "Options", "SourceReport", "analyze", "parse_input"]
+__all__ = ["Analysis", "Options", "SourceReport", "analyze", "bundle_facts", "parse_input"]
 
 
 @dataclass
@@ -190,6 +191,14 @@ def analyze(paths: Sequence[str], options: Options | None = None,
     findings, verdict = match.diagnose(timeline, signatures)
     warnings = [w for s in sources for w in s.warnings] + verdict.warnings
     return Analysis(sources, timeline, findings, verdict, warnings)
+
+
+def bundle_facts(paths: Sequence[str]) -> list[BundleFacts]:
+    """The machine, software and run facts of every bundle behind ``paths`` (manifest and ``host/``
+    snapshots, which :func:`analyze` leaves out as evidence), for reports, ``diff`` and ``pack``."""
+    from forensics.postmortem.environment import read_bundle_facts
+
+    return read_bundle_facts(list(paths))
 
 
 def to_json_dict(analysis: Analysis) -> dict[str, Any]:

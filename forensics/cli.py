@@ -158,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_analysis_flags(opn)
     opn.set_defaults(func=cmd_open)
 
+    from forensics.postmortem.cli import add_commands
+
+    add_commands(sub, _add_analysis_flags, _analysis_options)
+
     ev = sub.add_parser("eval", help="score the analyzer on a folder of labelled cases")
     ev.add_argument("corpus", metavar="CORPUS_DIR")
     ev.add_argument("--signatures", action="append", metavar="DIR")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from forensics.findings import Finding
     from forensics.timeline import Timeline
 
-__all__ = ["iso", "render_text", "when"]
+__all__ = ["headline", "iso", "render_text", "when"]
 
 WIDTH = 100
 MAX_EVIDENCE_LINES = 6
@@ -80,12 +80,27 @@ def _finding_line(f: Finding) -> str:
     return f"    - {f.signature}: {f.title}{note}{where}"
 
 
+def headline(analysis: Analysis) -> list[str]:
+    """The verdict's first lines, unwrapped: what killed the run (or that nothing did), how sure, the
+    summary. The terminal report, ``forensics report`` (md/html) and anything else that states the
+    verdict render these same lines."""
+    v = analysis.verdict
+    f = v.root_cause
+    if f is None:
+        return [f"NO FAILURE FOUND ({v.confidence} confidence)", v.summary]
+    return [f"ROOT CAUSE: {f.title}", f"[{f.signature} · {v.confidence} confidence · score {f.score:.2f}]", v.summary]
+
+
+def _headline_text(analysis: Analysis) -> list[str]:
+    first, *rest = headline(analysis)
+    return [first] + [w for line in rest for w in _wrap(line, "  ")]
+
+
 def _root(analysis: Analysis) -> list[str]:
     v = analysis.verdict
     f = v.root_cause
     assert f is not None
-    out = [f"ROOT CAUSE: {f.title}", f"  [{f.signature} · {v.confidence} confidence · score {f.score:.2f}]"]
-    out += _wrap(v.summary, "  ")
+    out = _headline_text(analysis)
     out += ["", "  Evidence:", *_evidence_lines(f)]
     if v.consequences:
         out += ["", "  What followed (consequences, not causes):"]
@@ -135,8 +150,7 @@ def render_text(analysis: Analysis) -> str:
     v = analysis.verdict
     out: list[str] = []
     if v.root_cause is None:
-        out.append(f"NO FAILURE FOUND ({v.confidence} confidence)")
-        out += _wrap(v.summary, "  ")
+        out += _headline_text(analysis)
     else:
         out += _root(analysis)
     if v.contributing:
