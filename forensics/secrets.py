@@ -17,7 +17,7 @@ __all__ = ["PATTERNS", "REDACTED", "redact_text"]
 
 REDACTED = "[REDACTED]"
 
-_NAMES = (r"(?:password|passwd|passphrase|pwd|token|access[_-]?token|auth[_-]?token|api[_-]?key|secret"
+_NAMES = (r"(?:password|passwd|passphrase|token|access[_-]?token|auth[_-]?token|api[_-]?key|secret"
           r"|client[_-]?secret)")
 
 #: (kind, pattern, number of leading groups kept). Order matters: a header before the token in it.

@@ -5,13 +5,16 @@ comparison of a good and a bad run (``forensics diff``) and the redacted case ar
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
     from forensics.postmortem.environment import BundleFacts
 
-__all__ = ["FORMATS", "render_report"]
+__all__ = ["FORMATS", "render_report", "write_report"]
 
 FORMATS = ("md", "html", "json")
 
@@ -30,3 +33,20 @@ def render_report(analysis: Analysis, facts: list[BundleFacts], fmt: str = "md")
     from forensics.postmortem.markdown import render_markdown
 
     return render_markdown(analysis, data)
+
+
+def write_report(analysis: Analysis, paths: Sequence[str], directory: Path, fmt: str = "md") -> Path:
+    """Write the report of ``analysis`` (bundle facts read from ``paths``) into ``directory`` as
+    ``forensics-report-<UTC time>.<fmt>``, never over an existing file; returns its path."""
+    from forensics.analysis import bundle_facts
+
+    text = render_report(analysis, bundle_facts(paths), fmt)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = directory / f"forensics-report-{stamp}.{fmt}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = directory / f"forensics-report-{stamp}-{n}.{fmt}"
+    with path.open("x", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
