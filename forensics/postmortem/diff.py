@@ -167,6 +167,8 @@ def _sentence(d: dict[str, Any], a: Analysis, b: Analysis) -> str:
         if abs(change) >= PACE_NOISE:
             parts.append(f"B trains {abs(change) * 100:.0f} % {'faster' if change > 0 else 'slower'} "
                          f"({pb['rate']:,.0f} vs {pa['rate']:,.0f} {pb['rate_unit']})")
+    if not parts:
+        parts.append("no difference in environment, topology, GPU memory or pace")
     parts.append(_outcome(b, "B") + ("" if a.verdict.root_cause is None else f"; {_outcome(a, 'A')}"))
     text = "; ".join(p for p in parts if p)
     return text[:1].upper() + text[1:] + "."

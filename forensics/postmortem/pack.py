@@ -48,6 +48,14 @@ def parse_size(text: str) -> int:
     return int(float(m[1]) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m[2].lower()])
 
 
+def _words(names: dict[str, str], after: str) -> re.Pattern[str] | None:
+    """One regex for whole-word occurrences of ``names`` (longest first)."""
+    if not names:
+        return None
+    ordered = sorted(names, key=len, reverse=True)
+    return re.compile(r"(?<![A-Za-z0-9_-])(?:" + "|".join(map(re.escape, ordered)) + ")" + after)
+
+
 class Anonymizer:
     """Consistent pseudonyms for host names, user names and IPv4 addresses across every file."""
 
@@ -55,12 +63,8 @@ class Anonymizer:
         self.hosts = {h: f"host-{i:02d}" for i, h in enumerate(sorted(h for h in hosts if len(h) >= 2), 1)}
         self.users = {u: f"user{i}" for i, u in enumerate(sorted(u for u in users if len(u) >= 2), 1)}
         self.ips: dict[str, str] = {}
-        names = sorted(self.hosts, key=len, reverse=True)
-        self._host_re = re.compile(r"(?<![A-Za-z0-9_-])(?:" + "|".join(map(re.escape, names)) + r")(?![A-Za-z0-9_])") \
-            if names else None
-        unames = sorted(self.users, key=len, reverse=True)
-        self._user_re = re.compile(r"(?<![A-Za-z0-9_-])(?:" + "|".join(map(re.escape, unames)) + r")(?![A-Za-z0-9_-])") \
-            if unames else None
+        self._host_re = _words(self.hosts, r"(?![A-Za-z0-9_])")
+        self._user_re = _words(self.users, r"(?![A-Za-z0-9_-])")
 
     def _ip(self, m: re.Match[str]) -> str:
         ip = m.group(0)
@@ -95,7 +99,8 @@ def _redact_line(line: str, counts: Counter[str], anon: Anonymizer | None) -> st
     return anon.apply(line, counts) if anon is not None else line
 
 
-def redact_bytes(raw: bytes, counts: Counter[str], anon: Anonymizer | None = None) -> tuple[bytes, list[tuple[int, int]]]:
+def redact_bytes(raw: bytes, counts: Counter[str],
+                 anon: Anonymizer | None = None) -> tuple[bytes, list[tuple[int, int]]]:
     """Redact text line by line (bytes that are not UTF-8 survive as they were). Returns the new bytes
     and, per line, (old start offset, new start offset) for rewriting receipt indexes."""
     out = io.BytesIO()
@@ -383,8 +388,8 @@ def _prepare(files: list[tuple[str, Path]], anon: Anonymizer | None, counts: Cou
         members.append(Member(new_name, body, st.st_mtime, kind))
     for m in idx_later:
         log = m.name[: -len(".idx")] + ".log"
-        starts = starts_of.get(log)
-        members.append(Member(m.name, _remap_index(m.raw, starts) if starts else m.raw, m.mtime, "idx"))
+        log_starts = starts_of.get(log)
+        members.append(Member(m.name, _remap_index(m.raw, log_starts) if log_starts else m.raw, m.mtime, "idx"))
     return members
 
 
@@ -439,7 +444,8 @@ def _redactions_text(counts: Counter[str], anon: Anonymizer | None, factor: int,
         lines.append("no secret-shaped value was found")
     if anon is not None:
         lines += ["", "anonymized (consistent pseudonyms in every file and member name):",
-                  f"host names: {len(anon.hosts)}", f"user names: {len(anon.users)}", f"IPv4 addresses: {len(anon.ips)}"]
+                  f"host names: {len(anon.hosts)}", f"user names: {len(anon.users)}",
+                  f"IPv4 addresses: {len(anon.ips)}"]
     if factor > 1:
         lines += ["", f"NVML series (nvml*.jsonl) downsampled 1:{factor} to fit --max-size "
                       "(each kept tick is a full keyframe; memory is the peak of the ticks it stands for)."]
