@@ -35,7 +35,7 @@ table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
 th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: var(--soft); font-weight: 600; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 code, pre { font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; }
-td code { word-break: break-all; }
+td code { overflow-wrap: anywhere; }
 pre { background: var(--soft); border: 1px solid var(--line); padding: 8px 10px; overflow-x: auto;
       white-space: pre-wrap;
       word-break: break-word; }
@@ -50,8 +50,8 @@ td.when { white-space: nowrap; }
 footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
 @media print {
   body { max-width: none; padding: 0; font-size: 11pt; }
-  details { display: block; } details > summary { display: none; }
-  details > *:not(summary) { display: block; }
+  details > summary { display: none; }
+  details::details-content { content-visibility: visible; display: block; }
   h2 { break-after: avoid; } table, .gpu-charts, pre { break-inside: avoid; }
   a { color: inherit; text-decoration: none; } a[href^="http"]::after { content: " (" attr(href) ")"; font-size: 9pt; }
 }
@@ -333,7 +333,10 @@ def _metrics(analysis: Analysis, data: dict[str, Any]) -> list[str]:
                 continue
             u = {"MiB": " MiB", "%": " %", "W": " W"}[unit]
             label = f"{r['label']} {name}"
-            charts.append(f"<div class='chart'><div class='meta'>{escape(name)}</div>"
+            finite = [x for x in values if not math.isnan(x)]
+            peak = max(finite)
+            shown = _mib(peak) if unit == "MiB" else f"{peak:,.0f}{u}"
+            charts.append(f"<div class='chart'><div class='meta'>{escape(name)} (highest {escape(shown)})</div>"
                           + _svg(values, lo, hi, u, label, found, cols, a, b) + "</div>")
         if charts:
             host = f" <span class='meta'>{_e(r['host'])} · {_e(r['gpu'])}</span>" if r.get("host") else ""

@@ -463,9 +463,11 @@ def pack(paths: list[str], out: Path, anonymize: bool = False, max_size: int | N
     factor = 1
     data = _build(members, _redactions_text(counts, anon, factor, len(members)), factor)
     has_nvml = any(m.kind in ("nvml", "nvml-gz") for m in members)
-    while max_size is not None and len(data) > max_size and has_nvml and factor < 4096:
-        factor *= 4
-        data = _build(members, _redactions_text(counts, anon, factor, len(members)), factor)
+    while max_size is not None and len(data) > max_size and has_nvml and factor < 1024:
+        smaller = _build(members, _redactions_text(counts, anon, factor * 4, len(members)), factor * 4)
+        if len(smaller) >= len(data) - 256:
+            break  # the NVML series no longer weigh anything: coarser samples would only lose detail
+        data, factor = smaller, factor * 4
     try:
         out.write_bytes(data)
     except OSError as exc:
