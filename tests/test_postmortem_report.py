@@ -190,3 +190,26 @@ def test_html_report_in_headless_chromium(tmp_path: Path, in_root: None) -> None
     assert shot.returncode == 0, shot.stderr[-2000:]
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 30_000  # a blank page compresses to a few KB
+
+
+def test_hardware_table_marks_a_chipset_slot_and_a_degraded_link(tmp_path: Path) -> None:
+    """The layout of report 1 (an RTX 5090 in the CPU's x16 slot, an RTX 5070 Ti in a chipset x4 slot,
+    GPU-to-GPU through the host bridge), written as a bundle's host files."""
+    b = tmp_path / "bundle"
+    shutil.copytree(RECORDED / "healthy" / "bundle", b)
+    gpus = json.loads((b / "host/gpus.json").read_text())
+    gpus["gpus"][0].update(name="NVIDIA GeForce RTX 5090", mem_total_mib=32607, pcie_gen=5, pcie_width=16,
+                           pcie_gen_max=5, pcie_width_max=16)
+    gpus["gpus"][1].update(name="NVIDIA GeForce RTX 5070 Ti", mem_total_mib=16303, pcie_gen=1, pcie_width=4,
+                           pcie_gen_max=4, pcie_width_max=4)
+    (b / "host/gpus.json").write_text(json.dumps(gpus))
+    (b / "host/nvidia-smi-topo.txt").write_text(
+        "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPHB\t0-31\t0\t\tN/A\n"
+        "GPU1\tPHB\t X \t0-31\t0\t\tN/A\n\nLegend:\n\n  X    = Self\n")
+    text = _report([str(b)], "md")
+    row0 = next(line for line in text.splitlines() if line.startswith("| 0 | NVIDIA GeForce RTX 5090"))
+    row1 = next(line for line in text.splitlines() if line.startswith("| 1 | NVIDIA GeForce RTX 5070 Ti"))
+    assert "Gen5 x16 (max Gen5 x16)" in row0 and "degraded" not in row0 and "x4 slot" not in row0
+    assert "Gen1 x4 (max Gen4 x4)" in row1 and "**degraded**" in row1 and "x4 slot (usually chipset lanes" in row1
+    assert "peers only through the host (PHB in topo -m)" in row0 and "peers only through the host" in row1
+    assert "| GPU0 | X | PHB |" in text

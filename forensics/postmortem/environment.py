@@ -86,6 +86,7 @@ class BundleFacts:
     # -- hardware ---------------------------------------------------------------------------
     def gpus(self) -> list[GpuRow]:
         data = self.json("gpus.json")
+        paths = self._peer_paths()
         rows: list[GpuRow] = []
         for g in (data or {}).get("gpus", []) if isinstance(data, dict) else []:
             if not isinstance(g, dict):
@@ -99,6 +100,9 @@ class BundleFacts:
                 notes.append("link below its maximum")
             if isinstance(width_max, int) and 0 < width_max <= 4:
                 notes.append(f"x{width_max} slot (usually chipset lanes, not the CPU's)")
+            peers = paths.get(f"GPU{g.get('index')}", [])
+            if peers and all(p in _VIA_HOST for p in peers):
+                notes.append(f"peers only through the host ({'/'.join(sorted(set(peers)))} in topo -m)")
             rows.append(GpuRow(g.get("index", len(rows)), str(g.get("pci", "")), str(g.get("name", "?")),
                                _num(g.get("mem_total_mib")), link, degraded, "; ".join(notes),
                                _num(g.get("power_limit_w")), str(g.get("vbios") or "")))
@@ -112,6 +116,18 @@ class BundleFacts:
             return {}
         return {k: [[str(c) for c in row] for row in v] for k, v in p2p.items()
                 if isinstance(v, list) and all(isinstance(r, list) for r in v)}
+
+    def _peer_paths(self) -> dict[str, list[str]]:
+        """GPU name (``GPU0``) -> its path kind to every other GPU (``NV18``, ``PIX``, ``PHB``, ``SYS`` …)."""
+        rows = self.topology()
+        if not rows:
+            return {}
+        head = rows[0]
+        out: dict[str, list[str]] = {}
+        for r in rows[1:]:
+            out[r[0]] = [c for j, c in enumerate(r[1:], 1)
+                         if j < len(head) and re.fullmatch(r"GPU\d+", head[j]) and head[j] != r[0]]
+        return out
 
     def topology(self) -> list[list[str]]:
         """``nvidia-smi topo -m`` as rows of cells (header first); legend and ANSI dropped."""
@@ -216,6 +232,10 @@ class BundleFacts:
             "duration_s": round(duration, 3) if duration is not None else None,
             "gpus": len(self.gpus()) or None,
         }
+
+
+#: ``nvidia-smi topo -m`` path kinds that cross a host bridge or the CPU interconnect (no PCIe switch, no NVLink)
+_VIA_HOST = frozenset({"PHB", "NODE", "SYS", "SOC"})
 
 
 def _quote(arg: str) -> str:
