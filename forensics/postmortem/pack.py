@@ -347,9 +347,7 @@ def _redact_json_file(name: str, raw: bytes, counts: Counter[str]) -> bytes:
         key = "argv" if base == "command.json" else "command"
         if isinstance(data.get(key), list):
             red_argv = redact_argv([str(a) for a in data[key]])
-            counts["secret-argument"] += sum(1 for a, b in zip(data[key], red_argv, strict=False)
-                                             if a != b and b == REDACTED or (str(b).endswith("=" + REDACTED)
-                                                                            and not str(a).endswith(REDACTED)))
+            counts["secret-argument"] += sum(1 for a, b in zip(data[key], red_argv, strict=True) if str(a) != b)
             data[key] = red_argv
     if json.dumps(data, sort_keys=True) == before:
         return raw
