@@ -96,3 +96,41 @@ def test_cli_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert sum(t.type == "table_open" for t in tokens) == sum(line.startswith("|---") for line in md.splitlines())
     assert main(["diff", a, str(tmp_path / "missing")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def _ranked_bundle(tmp: Path, name: str, steps: dict[int, int]) -> Path:
+    """A recorded bundle whose stdout is torchrun-prefixed per-rank progress lines (``[rankN]:``)."""
+    b = tmp / name / "bundle"
+    shutil.copytree(RECORDED / "healthy" / "bundle", b)
+    lines = []
+    for step in range(10, 101, 10):
+        lines += [f"[rank{r}]: step {step} | loss 0.5 | 1,000 tokens/s" for r, last in steps.items() if step <= last]
+    (b / "stdout.log").write_text("\n".join(lines) + "\n")
+    (b / "stdout.idx").unlink()
+    return b
+
+
+def test_ranks_that_stop_reporting_steps_are_named(tmp_path: Path) -> None:
+    a = _ranked_bundle(tmp_path, "a", {0: 100, 1: 100, 2: 100, 3: 100})
+    b = _ranked_bundle(tmp_path, "b", {0: 100, 1: 100, 2: 0, 3: 30})
+    d = _diff(a, b)
+    assert "B's rank 2 printed no training step (in A they reached step 100)" in d["summary"]
+    assert "B's rank 3 stopped at step 30 where A's reached 100" in d["summary"]
+    assert {"rank": 2, "a_last_step": 100, "b_last_step": None, "a_progress": True, "b_progress": False} in d["ranks"]
+
+
+PAIR = (RECORDED / "drafter-pipeline-fits" / "bundle", RECORDED / "drafter-pipeline-margin" / "bundle")
+
+
+@pytest.mark.skipif(not all(p.is_dir() for p in PAIR),
+                    reason="the recorded drafter-pipeline pair (samples/recorded/drafter-pipeline-fits, -margin) "
+                           "is not on this branch yet")
+def test_the_recorded_memory_margin_pair_names_the_headroom_and_the_loading_mode() -> None:
+    d = _diff(*PAIR)
+    s = d["summary"]
+    assert s.startswith("B's peak memory on GPU 0 is ") and "higher with the same command" in s
+    assert "B sets CUDA_MODULE_LOADING=EAGER where A had LAZY" in s
+    assert "slower" in s
+    assert "B's ranks 6–7 printed no training step (in A they reached step " in s  # the drafters that died
+    gpu0 = next(m for m in d["memory"] if m["gpu"] == "GPU 0")
+    assert gpu0["b_headroom_mib"] < gpu0["a_headroom_mib"]

@@ -65,6 +65,27 @@ def _topology(facts: list[BundleFacts]) -> dict[str, str]:
     return out
 
 
+def _rank_steps(analysis: Analysis) -> dict[int, int | None]:
+    """Rank -> the highest step its own progress lines reached (``None``: lines without a step)."""
+    out: dict[int, int | None] = {}
+    for e in analysis.timeline.events:
+        if e.kind != "progress" or e.rank is None:
+            continue
+        step = e.attrs.get("step")
+        best = out.get(e.rank)
+        if isinstance(step, int) and not isinstance(step, bool):
+            out[e.rank] = step if best is None else max(best, step)
+        else:
+            out.setdefault(e.rank, best)
+    return out
+
+
+def _ranks(a: Analysis, b: Analysis) -> list[dict[str, Any]]:
+    sa, sb = _rank_steps(a), _rank_steps(b)
+    return [{"rank": r, "a_last_step": sa.get(r), "b_last_step": sb.get(r), "a_progress": r in sa,
+             "b_progress": r in sb} for r in sorted(set(sa) | set(sb))]
+
+
 def _findings(analysis: Analysis) -> dict[str, str]:
     return {f.signature: str(f.role) for f in analysis.findings}
 
@@ -98,6 +119,7 @@ def compare(a: Analysis, fa: list[BundleFacts], b: Analysis, fb: list[BundleFact
         "topology": _changes(_topology(fa), _topology(fb)),
         "command": _changes(_command(runs_a), _command(runs_b)),
         "memory": memory,
+        "ranks": _ranks(a, b),
         "findings": {"only_a": {k: v for k, v in fa_sig.items() if k not in fb_sig},
                      "only_b": {k: v for k, v in fb_sig.items() if k not in fa_sig}},
     }
@@ -140,6 +162,7 @@ def _sentence(d: dict[str, Any], a: Analysis, b: Analysis) -> str:
         if top.get("b_headroom_mib") is not None:
             text += f" ({_mib(top['b_headroom_mib'])} left of {_mib(top['b_total_mib'] or 0)})"
         parts.append(text)
+    parts += _rank_sentences(d["ranks"])
     for c in d["software"]:
         if c["name"] in _KEY_SOFTWARE:
             parts.append(f"B runs {c['name']} {c['b'] or '(none)'} where A ran {c['a'] or '(none)'}")
@@ -172,6 +195,24 @@ def _sentence(d: dict[str, Any], a: Analysis, b: Analysis) -> str:
     parts.append(_outcome(b, "B") + ("" if a.verdict.root_cause is None else f"; {_outcome(a, 'A')}"))
     text = "; ".join(p for p in parts if p)
     return text[:1].upper() + text[1:] + "."
+
+
+def _rank_sentences(ranks: list[dict[str, Any]]) -> list[str]:
+    """Ranks that trained in A and printed no step in B, or stopped far earlier than in A."""
+    from forensics.findings import number_ranges
+
+    silent = [r for r in ranks if r["a_progress"] and not r["b_progress"]]
+    out = []
+    if silent and any(r["b_progress"] for r in ranks):  # B has per-rank lines at all
+        reached = [r["a_last_step"] for r in silent if r["a_last_step"] is not None]
+        what = f" (in A they reached step {max(reached):,})" if reached else " (in A they did)"
+        word = "ranks" if len(silent) > 1 else "rank"
+        out.append(f"B's {word} {number_ranges(r['rank'] for r in silent)} printed no training step{what}")
+    behind = [r for r in ranks if r["a_progress"] and r["b_progress"] and r["a_last_step"] and r["b_last_step"]
+              is not None and r["b_last_step"] < 0.5 * r["a_last_step"]]
+    for r in behind[:4]:
+        out.append(f"B's rank {r['rank']} stopped at step {r['b_last_step']:,} where A's reached {r['a_last_step']:,}")
+    return out
 
 
 def _outcome(analysis: Analysis, side: str) -> str:
@@ -233,6 +274,14 @@ def _rows(d: dict[str, Any]) -> list[tuple[str, list[list[str]]]]:
                                                     ["step time", step(pa), step(pb)],
                                                     ["last step", _fmt(pa.get("last_step")),
                                                      _fmt(pb.get("last_step"))]]))
+    if any(r["a_last_step"] != r["b_last_step"] or r["a_progress"] != r["b_progress"] for r in d["ranks"]):
+        def last(r: dict[str, Any], side: str) -> str:
+            if not r[f"{side}_progress"]:
+                return "no step"
+            return _fmt(r[f"{side}_last_step"]) if r[f"{side}_last_step"] is not None else "progress"
+
+        sections.append(("Last step per rank", [["rank", "A", "B"]]
+                         + [[str(r["rank"]), last(r, "a"), last(r, "b")] for r in d["ranks"]]))
     only = [[sig, role, ""] for sig, role in d["findings"]["only_a"].items()]
     only += [[sig, "", role] for sig, role in d["findings"]["only_b"].items()]
     if only:
