@@ -65,23 +65,10 @@ def _topology(facts: list[BundleFacts]) -> dict[str, str]:
     return out
 
 
-def _rank_steps(analysis: Analysis) -> dict[int, int | None]:
-    """Rank -> the highest step its own progress lines reached (``None``: lines without a step)."""
-    out: dict[int, int | None] = {}
-    for e in analysis.timeline.events:
-        if e.kind != "progress" or e.rank is None:
-            continue
-        step = e.attrs.get("step")
-        best = out.get(e.rank)
-        if isinstance(step, int) and not isinstance(step, bool):
-            out[e.rank] = step if best is None else max(best, step)
-        else:
-            out.setdefault(e.rank, best)
-    return out
-
-
 def _ranks(a: Analysis, b: Analysis) -> list[dict[str, Any]]:
-    sa, sb = _rank_steps(a), _rank_steps(b)
+    from forensics.postmortem.metrics import rank_steps
+
+    sa, sb = rank_steps(a), rank_steps(b)
     return [{"rank": r, "a_last_step": sa.get(r), "b_last_step": sb.get(r), "a_progress": r in sa,
              "b_progress": r in sb} for r in sorted(set(sa) | set(sb))]
 

@@ -180,7 +180,7 @@ def render_html(analysis: Analysis, data: dict[str, Any]) -> str:
 def _run(data: dict[str, Any]) -> list[str]:
     runs = data.get("run", {}).get("recordings", [])
     ranks = data.get("run", {}).get("ranks", [])
-    if not runs and not ranks:
+    if not runs and not ranks and not data.get("run", {}).get("rank_last_step"):
         return []
     out = ["<h2 id='run'>The run</h2>"]
     rows = []
@@ -198,7 +198,11 @@ def _run(data: dict[str, Any]) -> list[str]:
     if ranks:
         from forensics.findings import number_ranges
 
-        out.append(f"<p>Ranks seen in the logs: {escape(number_ranges(ranks))} ({len(ranks)}).</p>")
+        out.append(f"<p>Ranks in the analyzed events: {escape(number_ranges(ranks))} ({len(ranks)}).</p>")
+    steps = data.get("run", {}).get("rank_last_step") or {}
+    if steps:
+        out.append("<p>Last training step per rank (its own progress lines): " + escape(", ".join(
+            f"rank {r}: {s:,}" if isinstance(s, int) else f"rank {r}: –" for r, s in steps.items())) + ".</p>")
     return out
 
 

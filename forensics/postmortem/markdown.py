@@ -159,7 +159,7 @@ def _render(analysis: Analysis, data: dict[str, Any], raw_lines: int, packages: 
 def _run(data: dict[str, Any]) -> list[str]:
     runs = data.get("run", {}).get("recordings", [])
     ranks = data.get("run", {}).get("ranks", [])
-    if not runs and not ranks:
+    if not runs and not ranks and not data.get("run", {}).get("rank_last_step"):
         return []
     out = ["## The run", ""]
     rows = []
@@ -177,7 +177,12 @@ def _run(data: dict[str, Any]) -> list[str]:
     if ranks:
         from forensics.findings import number_ranges
 
-        out += [f"Ranks seen in the logs: {number_ranges(ranks)} ({len(ranks)}).", ""]
+        out += [f"Ranks in the analyzed events: {number_ranges(ranks)} ({len(ranks)}).", ""]
+    steps = data.get("run", {}).get("rank_last_step") or {}
+    if steps:
+        out += ["Last training step per rank (its own progress lines): "
+                + ", ".join(f"rank {r}: {s:,}" if isinstance(s, int) else f"rank {r}: –" for r, s in steps.items())
+                + ".", ""]
     return out
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
 
-__all__ = ["GPU_COLUMNS", "bucketed", "gpu_frame", "gpu_summary", "progress_summary", "SPARK"]
+__all__ = ["GPU_COLUMNS", "SPARK", "bucketed", "gpu_frame", "gpu_summary", "progress_summary", "rank_steps"]
 
 #: the columns the report charts: (column, label, unit)
 GPU_COLUMNS = (("mem_used_mib", "memory", "MiB"), ("util_gpu_pct", "utilization", "%"), ("power_w", "power", "W"))
@@ -125,3 +125,18 @@ def progress_summary(analysis: Analysis) -> Progress | None:
         step_s = 1.0 / it if it > 0 else None
     last = int(steps.max()) if steps.notna().any() else None
     return Progress(len(frame), last, rate, unit, step_s)
+
+
+def rank_steps(analysis: Analysis) -> dict[int, int | None]:
+    """Rank -> the highest step its own progress lines reached (``None``: lines without a step)."""
+    out: dict[int, int | None] = {}
+    for e in analysis.timeline.events:
+        if e.kind != "progress" or e.rank is None:
+            continue
+        step = e.attrs.get("step")
+        best = out.get(e.rank)
+        if isinstance(step, int) and not isinstance(step, bool):
+            out[e.rank] = step if best is None else max(best, step)
+        else:
+            out.setdefault(e.rank, best)
+    return out

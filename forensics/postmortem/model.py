@@ -9,7 +9,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from forensics.postmortem.environment import BundleFacts
-from forensics.postmortem.metrics import gpu_frame, gpu_summary, progress_summary
+from forensics.postmortem.metrics import gpu_frame, gpu_summary, progress_summary, rank_steps
 from forensics.secrets import redact_text
 
 if TYPE_CHECKING:
@@ -74,7 +74,9 @@ def build_report(analysis: Analysis, facts: list[BundleFacts]) -> dict[str, Any]
     } for b in facts]
     ranks = sorted({e.rank for e in analysis.timeline.events if e.rank is not None})
     runs = [dict(b.run(), bundle=b.where) for b in facts]
-    data["run"] = {"recordings": runs, "ranks": ranks}
+    steps = rank_steps(analysis)
+    data["run"] = {"recordings": runs, "ranks": ranks,
+                   "rank_last_step": {str(r): s for r, s in sorted(steps.items())}}
     labels = gpu_labels(facts)
     summary = gpu_summary(gpu_frame(analysis))
     data["gpu_metrics"] = [{
