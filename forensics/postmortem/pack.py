@@ -27,7 +27,7 @@ from typing import Any
 
 from forensics.bundle import IDX_MAGIC
 from forensics.errors import UsageError
-from forensics.secrets import REDACTED, redact_text
+from forensics.secrets import REDACTED, has_secret, redact_text
 
 __all__ = ["Anonymizer", "PackResult", "downsample_nvml", "pack", "parse_size", "redact_bytes"]
 
@@ -102,7 +102,10 @@ def _redact_line(line: str, counts: Counter[str], anon: Anonymizer | None) -> st
 def redact_bytes(raw: bytes, counts: Counter[str],
                  anon: Anonymizer | None = None) -> tuple[bytes, list[tuple[int, int]]]:
     """Redact text line by line (bytes that are not UTF-8 survive as they were). Returns the new bytes
-    and, per line, (old start offset, new start offset) for rewriting receipt indexes."""
+    and, per line, (old start offset, new start offset) for rewriting receipt indexes — empty when
+    nothing changed (the common case for a big log: one search over the whole text decides)."""
+    if anon is None and not has_secret(raw.decode("utf-8", "surrogateescape")):
+        return raw, []
     out = io.BytesIO()
     starts: list[tuple[int, int]] = []
     pos = 0
