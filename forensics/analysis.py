@@ -24,9 +24,10 @@ from forensics.timeline import Timeline, build_timeline, place_boot_relative
 
 if TYPE_CHECKING:
     from forensics.filters import TimelineFilter
+    from forensics.postmortem.environment import BundleFacts
     from forensics.progress import Progress
 
-__all__ = ["Analysis", "Options", "SourceReport", "analyze", "parse_input"]
+__all__ = ["Analysis", "Options", "SourceReport", "analyze", "bundle_facts", "parse_input"]
 
 
 @dataclass
@@ -220,6 +221,14 @@ def output_tail(sources: Sequence[SourceReport], bundle: str, n: int = 20) -> di
 #: The JSON contract's version (docs/analyze.schema.json): fields may be added within a version;
 #: removing, renaming or retyping one bumps it.
 JSON_VERSION = 1
+
+
+def bundle_facts(paths: Sequence[str]) -> list[BundleFacts]:
+    """The machine, software and run facts of every bundle behind ``paths`` (manifest and ``host/``
+    snapshots, which :func:`analyze` leaves out as evidence), for reports, ``diff`` and ``pack``."""
+    from forensics.postmortem.environment import read_bundle_facts
+
+    return read_bundle_facts(list(paths))
 
 
 def to_json_dict(analysis: Analysis) -> dict[str, Any]:

@@ -325,6 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_analysis_flags(opn)
     opn.set_defaults(func=cmd_open)
 
+    from forensics.postmortem.cli import add_commands
+
+    add_commands(sub, _add_analysis_flags, _analysis_options)
+
     ev = sub.add_parser("eval", help="score the analyzer on a folder of labelled cases",
                         description="Score the analyzer on a folder of labelled cases: top-1/top-3 accuracy "
                                     "and false alarms.", epilog=EPILOG_EVAL, formatter_class=fmt)

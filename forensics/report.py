@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from forensics.findings import Finding
     from forensics.timeline import Timeline
 
-__all__ = ["fmt_dt", "iso", "render_text", "when", "wrap_commands"]
+__all__ = ["fmt_dt", "headline", "iso", "render_text", "when", "wrap_commands"]
 
 WIDTH = 100
 MAX_EVIDENCE_LINES = 6
@@ -124,12 +124,33 @@ def _finding_line(f: Finding, t0: int | None = None) -> str:
     return f"    - {f.signature}: {f.title}{note}{where}"
 
 
+def headline(analysis: Analysis) -> list[str]:
+    """The verdict's first lines, unwrapped: who broke it (multi-rank / multi-GPU runs), what killed the
+    run (or that nothing did), how sure, the summary. The terminal report, ``forensics report``
+    (md/html) and anything else that states the verdict render these same lines."""
+    v = analysis.verdict
+    f = v.root_cause
+    blame = [v.blame.line().replace("Culprit:", "CULPRIT:", 1)] if v.blame is not None else []
+    if f is None:
+        return [*blame, f"NO FAILURE FOUND ({v.confidence} confidence)", v.summary]
+    return [*blame, f"ROOT CAUSE: {f.title}", f"[{f.signature} · {v.confidence} confidence · score {f.score:.2f}]",
+            v.summary]
+
+
+def _headline_text(analysis: Analysis) -> list[str]:
+    lines = headline(analysis)
+    out: list[str] = []
+    if analysis.verdict.blame is not None:  # who broke it and who only waited, first
+        out += textwrap.wrap(lines.pop(0), WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+    first, *rest = lines
+    return [*out, first] + [w for line in rest for w in _wrap(line, "  ")]
+
+
 def _root(analysis: Analysis, full: bool = False) -> list[str]:
     v = analysis.verdict
     f = v.root_cause
     assert f is not None
-    out = [f"ROOT CAUSE: {f.title}", f"  [{f.signature} · {v.confidence} confidence · score {f.score:.2f}]"]
-    out += _wrap(v.summary, "  ")
+    out = _headline_text(analysis)
     head = "  Evidence (Δt from the root cause's first event):" if v.t0 is not None else "  Evidence:"
     out += ["", head, *_evidence_lines(f, None if full else MAX_EVIDENCE_LINES, t0=v.t0)]
     tail = f.facts.get("last_lines")
@@ -209,12 +230,8 @@ def render_text(analysis: Analysis, full: bool = False) -> str:
     """The report; ``full`` (``--all``): every evidence line, file and warning, none elided."""
     v = analysis.verdict
     out: list[str] = []
-    if v.blame is not None:  # multi-rank / multi-GPU: who broke it and who only waited, first
-        out += textwrap.wrap(v.blame.line().replace("Culprit:", "CULPRIT:", 1), WIDTH, subsequent_indent="  ",
-                             break_on_hyphens=False)
     if v.root_cause is None:
-        out.append(f"NO FAILURE FOUND ({v.confidence} confidence)")
-        out += _wrap(v.summary, "  ")
+        out += _headline_text(analysis)
     else:
         out += _root(analysis, full)
     out += _xid_lines(analysis)

@@ -89,7 +89,7 @@ BAR_LITERALS: tuple[bytes, ...] = (b"it/s", b"s/it", b"tok/s", b"toks/s")
 #: Literals that mark a progress line; lines hit only by these are sampled evenly in big files.
 PROGRESS_LITERALS: tuple[bytes, ...] = BAR_LITERALS + (
     b"'loss'", b"tokens/s", b"samples/s", b"SamplesPerSec", b"samples/sec", b"_per_second", b"per iteration",
-    b"/step", b"Loss", b"loss:", b"loss=", b"loss scale", b"skipped=",
+    b"/step", b"Loss", b"loss:", b"loss=", b"loss scale", b"skipped=", b" loss ",
 )
 #: What makes a progress line an anomaly worth keeping whatever the sampling (NaN/inf, loss 0.0, overflow).
 ANOMALY_LITERALS: tuple[bytes, ...] = (b" nan", b"=nan", b" NaN", b" inf", b"=inf", b"-inf", b"'loss': 0.0,",

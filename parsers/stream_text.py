@@ -138,7 +138,7 @@ _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun",
 
 _LEVEL = r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _SRUN_LABEL = re.compile(r"^\s{0,4}(?P<label>\d{1,5}): ")
-_RANK = re.compile(r"^\[(?:rank|default)(?P<rank>\d+)\]:\s?")
+_RANK = re.compile(r"^\[(?:rank|default) ?(?P<rank>\d+)\](?::\s?| )")
 # Open MPI ``mpirun --tag-output`` ("[jobid,rank]<stdout>:"), optionally after a stamp
 # ("--timestamp-output" or a log collector): "2020-11-08 20:25:49 [1,0]<stdout>:host:993:993 [3] NCCL WARN ..."
 _OMPI_TAG = re.compile(r"^(?:(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d) )?"

@@ -64,6 +64,7 @@ class ForensicsApp(App[int]):
         Binding("2", "show_tab('evidence')", "evidence"),
         Binding("3", "show_tab('timeline')", "timeline"),
         Binding("4", "show_tab('metrics')", "metrics"),
+        Binding("r", "write_report", "report", show=False),
     ]
 
     def __init__(self, paths: Sequence[str] = (), options: Options | None = None, *,
@@ -79,6 +80,8 @@ class ForensicsApp(App[int]):
         self._index: EventIndex | None = None
         self._index_lock = threading.Lock()
         self.sub_title = title or " ".join(self.paths)[:80]
+        self.report_dir = Path.cwd()  # where ``r`` writes the report of what is shown
+        self.report_path: Path | None = None
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -212,6 +215,23 @@ class ForensicsApp(App[int]):
             widgets.first().focus(scroll_visible=False)
         else:  # nothing to focus there: drop the focus, or the tabs follow it back to the old view
             self.screen.set_focus(None)
+
+    def action_write_report(self) -> None:
+        if self.ready:
+            self._write_report()
+
+    @work(thread=True, exclusive=True, group="report")
+    def _write_report(self) -> None:
+        from forensics.postmortem import write_report
+
+        assert self.model is not None
+        try:
+            path = write_report(self.model.analysis, self.paths, self.report_dir)
+        except (OSError, ForensicsError) as exc:
+            self.call_from_thread(self.notify, f"The report was not written: {exc}", severity="error")
+            return
+        self.report_path = path
+        self.call_from_thread(self.notify, f"Report written to {path}", title="report")
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

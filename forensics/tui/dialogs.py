@@ -30,6 +30,7 @@ KEYS = """\
 [b]Everywhere[/b]
   1 2 3 4      Overview · Evidence · Timeline · Metrics (or click the tabs)
   ?            this list          q   quit          escape   close a dialog
+  r            write the report of this analysis (Markdown, path shown)
   tab          next pane          shift+tab   previous pane
 
 [b]Overview[/b]

@@ -15,7 +15,7 @@ signatures anchor on with ``kinds = ["derived"]`` and ``literals = ["[<detector>
 | ``nvml-unresponsive`` | recorder events | the recorder reports NVML calls that did not return |
 | ``nccl-desync`` / ``rank-behind`` | c10d events | see :mod:`.ranks` |
 | ``rank-behind`` / ``nccl-desync`` / ``hang-stack`` | stack dumps | see :mod:`.stacks` |
-| ``stunted-workers`` | ``gpu-process`` events | workers that started alike on one GPU and grew apart (:mod:`.stunted`) |
+| ``stunted-workers`` | ``gpu-process`` events | workers that started alike on one GPU grew apart (:mod:`.stunted`) |
 | ``gpu-odd-one-out`` | metrics | last minute: idle GPUs of the job with much less memory than peers (***) |
 | ``rank-silent`` | progress events | ranks whose progress stopped long before their peers' in one run (***) |
 | ``throughput-drop`` | progress, run boundaries | also: a restarted run at ≤ 60 % of the previous run's rate (****) |
