@@ -66,10 +66,11 @@ def _parse_tz(name: str | None) -> tzinfo | None:
 def _timeline_filter(args: argparse.Namespace, tz: tzinfo | None) -> TimelineFilter | None:
     from forensics.filters import TimelineFilter, parse_bound, parse_ranks
 
-    hosts = frozenset(h.strip() for item in (args.host or []) for h in item.split(",") if h.strip())
-    f = TimelineFilter(since=parse_bound(args.since, "--since", tz) if args.since else None,
-                       until=parse_bound(args.until, "--until", tz) if args.until else None,
-                       hosts=hosts, ranks=parse_ranks(args.rank or []))
+    since, until = getattr(args, "since", None), getattr(args, "until", None)  # commands without the filters
+    hosts = frozenset(h.strip() for item in (getattr(args, "host", None) or []) for h in item.split(",") if h.strip())
+    f = TimelineFilter(since=parse_bound(since, "--since", tz) if since else None,
+                       until=parse_bound(until, "--until", tz) if until else None,
+                       hosts=hosts, ranks=parse_ranks(getattr(args, "rank", None) or []))
     return f if f.active else None
 
 

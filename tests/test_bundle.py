@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from forensics.analysis import analyze
 from forensics.bundle import IDX_MAGIC, pack_receipt, read_bundle_files, receipt_lookup, source_of
-from forensics.events import TsSource
+from forensics.events import MetricSample, TsSource
 from forensics.parsers import ParseContext
 from forensics.parsers.bundle_manifest import PARSER as MANIFEST
 from forensics.parsers.nvml_events import PARSER as EVENTS
@@ -139,7 +139,7 @@ def test_nvml_log_deltas_keyframes_and_rotation_read_back(tmp_path: Path) -> Non
         assert json.loads(raw.splitlines()[1])["k"] == 1  # each segment starts with a keyframe
         records, warnings = _parse(SAMPLES, raw.decode())
         assert not warnings
-        samples += records
+        samples += [r for r in records if isinstance(r, MetricSample)]  # not the per-process summaries
     ts = [s.ts for s in samples]
     assert ts == sorted(ts) and ts[-1] == START + 599 * 100_000_000
     by_ts = {s.ts: s for s in samples}
@@ -156,8 +156,9 @@ def test_torn_last_line_after_a_crash_is_not_a_warning(tmp_path: Path) -> None:
     _write_ticks(tmp_path, rotate_bytes=1 << 30, ticks=30)
     raw = (tmp_path / "nvml.jsonl").read_text() + '{"t":17409096030'
     records, warnings = _parse(SAMPLES, raw)
-    assert records and not warnings
-    assert records[-1].ts == START + 29 * 100_000_000  # the last complete tick is kept
+    samples = [r for r in records if isinstance(r, MetricSample)]
+    assert samples and not warnings
+    assert samples[-1].ts == START + 29 * 100_000_000  # the last complete tick is kept
 
 
 def test_a_continued_file_restates_its_header(tmp_path: Path) -> None:

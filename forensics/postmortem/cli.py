@@ -93,7 +93,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     dif.add_argument("a", metavar="A", type=lambda s: [p for p in s.split(",") if p], help="good run (path[,path…])")
     dif.add_argument("b", metavar="B", type=lambda s: [p for p in s.split(",") if p], help="bad run (path[,path…])")
     dif.add_argument("--format", choices=("text", "md", "json"), help="default text")
-    dif.add_argument("-o", "--output", metavar="FILE")
+    dif.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     dif.add_argument("--signatures", action="append", metavar="DIR", help="extra signature directory")
     dif.add_argument("--tz", metavar="ZONE", help="time zone of local timestamps without one (IANA name)")
     dif.set_defaults(offset=[], func=lambda args: cmd_diff(args, options_of))
@@ -101,8 +101,8 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     pk = sub.add_parser("pack", help="one redacted archive of bundles to send to a vendor or a colleague",
                         description="Copy bundles into a .tar.gz with secrets redacted everywhere (also the "
                                     "program's own output), REDACTIONS.txt listing kinds and counts.")
-    pk.add_argument("paths", nargs="+", metavar="BUNDLE")
-    pk.add_argument("-o", "--output", required=True, metavar="CASE.tar.gz")
+    pk.add_argument("paths", nargs="+", metavar="BUNDLE", help="bundle directory (or a folder of bundles)")
+    pk.add_argument("-o", "--output", required=True, metavar="CASE.tar.gz", help="the archive to write")
     pk.add_argument("--anonymize", action="store_true",
                     help="also replace host names, user names, IP addresses and home paths by pseudonyms")
     pk.add_argument("--max-size", metavar="SIZE", help="cap the archive (e.g. 20M); NVML series are downsampled")

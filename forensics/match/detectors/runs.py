@@ -80,14 +80,18 @@ def run_boundaries(events: Sequence[Event]) -> list[Boundary]:
         stream.sort(key=lambda e: e.ts or 0)
         steps = [(e, s) for e in stream if (s := _num(e.attrs.get("step"))) is not None]
         top = None
+        announced = [b.ts for b in out]  # banners and new recordings found above
         for i, (e, step) in enumerate(steps):
+            if i and any((steps[i - 1][0].ts or 0) < ts <= (e.ts or 0) for ts in announced):
+                top = step  # a counter that starts again after a restart already found: the same restart
+                continue
             if top is not None and top >= MIN_STEP_BEFORE_RESET and step < top / 2 \
                     and not _old_counter_resumes(steps[i:], top):
                 out.append(Boundary(e.ts or 0, e, f"step counter reset from {fmt_num(top)} to {fmt_num(step)}"))
                 top = step
                 continue
             top = step if top is None else max(top, step)
-    out += _file_restarts(progress)
+    out += _file_restarts(progress, announced)
     out.sort(key=lambda b: b.ts)
     merged: list[Boundary] = []
     for b in out:  # one restart logged by several lines (banner, resume, every rank's reset) is one boundary
@@ -106,7 +110,7 @@ def _old_counter_resumes(after: Sequence[tuple[Event, float]], top: float) -> bo
     return False
 
 
-def _file_restarts(progress: Sequence[Event]) -> list[Boundary]:
+def _file_restarts(progress: Sequence[Event], announced: Sequence[int] = ()) -> list[Boundary]:
     """A log file whose steps start again low after another file of the job ended high (the restart
     written to a new file): ``restart.log`` starts at step 1 after ``train.log`` ended at step 690."""
     spans: dict[str, list[Event]] = defaultdict(list)
@@ -120,6 +124,8 @@ def _file_restarts(progress: Sequence[Event]) -> list[Boundary]:
             a_step, b_step = _num(a_last.attrs.get("step")), _num(b_first.attrs.get("step"))
             if a_path == b_path or a_step is None or b_step is None or (b_first.ts or 0) < (a_last.ts or 0):
                 continue
+            if any((a_last.ts or 0) < ts <= (b_first.ts or 0) for ts in announced):
+                continue  # the restart between the two files is already known (a new recording, a banner)
             if a_step >= MIN_STEP_BEFORE_RESET and b_step < a_step / 2:
                 out.append(Boundary(b_first.ts or 0, b_first, f"{_file(b_first)} starts again at step "
                                     f"{fmt_num(b_step)} after {_file(a_last)} ended at step {fmt_num(a_step)}"))
