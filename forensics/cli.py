@@ -112,9 +112,14 @@ def cmd_open(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.transforms is not None:
+        from forensics.match.invariance import run_invariance
+
+        names = [n for n in args.transforms.split(",") if n] or None
+        return run_invariance([Path(c) for c in args.corpus], names, _signature_dirs(args), verbose=args.verbose)
     from forensics.match.evaluate import run_eval
 
-    return run_eval(Path(args.corpus), _signature_dirs(args), verbose=args.verbose)
+    return max(run_eval(Path(c), _signature_dirs(args), verbose=args.verbose) for c in args.corpus)
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -159,9 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     opn.set_defaults(func=cmd_open)
 
     ev = sub.add_parser("eval", help="score the analyzer on a folder of labelled cases")
-    ev.add_argument("corpus", metavar="CORPUS_DIR")
+    ev.add_argument("corpus", nargs="+", metavar="CORPUS_DIR")
     ev.add_argument("--signatures", action="append", metavar="DIR")
     ev.add_argument("--verbose", action="store_true")
+    ev.add_argument("--transforms", nargs="?", const="", metavar="NAMES",
+                    help="instead of scoring, rewrite each case's text (launcher prefixes, line numbers, quoting, "
+                         "CRLF, wrapping, excerpts, chatter, locales, gzip; comma-separated names, all by default) "
+                         "and report how often the root cause stays the same; cases, bundles and loose logs")
     ev.set_defaults(func=cmd_eval)
 
     lint = sub.add_parser("lint-signatures", help="check signature files and report errors with file:line")

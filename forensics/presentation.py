@@ -1,0 +1,420 @@
+"""Presentation normalisation: peel what a launcher, a viewer or a paste put around a log's lines.
+
+A prefix that repeats at the start of most of a file's lines is presentation, not content:
+``trainer/0 [1]:`` (torchx), ``3: `` (srun -l), ``node07: `` (pdsh, clush, DeepSpeed's launcher),
+``(RayTrainWorker pid=1, ip=10.0.0.1) `` (Ray), ``[pod/w-0/c] 2024-…Z `` (kubectl), ``svc-1  | ``
+(docker compose), ``[1825] `` / ``1825:`` / ``  1825  `` (a viewer's line numbers), ``> `` (quoting).
+Nothing here lists those tools. :func:`learn` reads the file's first lines, finds the cut points
+where such a prefix can end (after ``:``/``|`` and a blank, after a closing bracket, after a
+leading number), groups the prefixes by their token shape (letters, digits, punctuation) and keeps
+the shortest shape that most lines share. It is peeled when the file then reads as well or better:
+
+* a *label* (few distinct values: a host, a rank, a service, a quote mark) or *line numbers*
+  (consecutive) is peeled unless the format detected on the lines gets weaker without it (an
+  NCCL_DEBUG ``host:pid:tid [dev]`` header is the format, not presentation);
+* anything else that repeats (a time stamp per line) only when the peeled lines are detected as a
+  more confident format (a kubectl stamp in front of dmesg), never when a parser already reads it;
+* a prefix the process-output reader already peels itself (``[rank3]:``, Open MPI tags, logging
+  headers) is left to it.
+
+Learning repeats on the peeled lines (a quoted, line-numbered paste), then lines hard-wrapped at a
+fixed width are joined again. A file with nothing learned costs one look at its head.
+
+The parsers read the peeled document; :class:`Presentation` maps what they return back: each
+event's ``origin`` to the raw file's line and byte offset (the evidence shows the raw line), and the
+rank or host a label names becomes the event's when it has none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+from forensics.events import Event, MetricSample, Origin
+from forensics.textdoc import TextDocument
+
+__all__ = ["Presentation", "Rule", "learn"]
+
+#: Lines of the head the rules are learned from.
+SAMPLE_LINES = 200
+#: Share of the sampled non-empty lines a prefix must start (and at least MIN_LINES of them).
+COVERAGE = 0.6
+MIN_LINES = 3
+#: Files above this size are read as they are (peeling rebuilds the text).
+MAX_BYTES = 256 << 20
+_ROUNDS = 3
+_CANDIDATES = 6
+_MAX_PREFIX = 100
+_MAX_LABEL = 64
+_STREAM_KINDS = ("process-output", "nccl-debug", "slurm", "plaintext")
+
+_TOKEN = re.compile(r"[A-Za-z]+|\d+|[ \t]+|.", re.S)
+_KV = re.compile(r"\b(rank|pid|ip|host|node|pod)=([\w.:-]+)")
+_HOSTLIKE = re.compile(r"(?:^|[\s\[(/])([A-Za-z][\w.-]*[A-Za-z0-9])\s*[:|]\s*$")
+_POD = re.compile(r"\bpod/([\w.-]+)")
+_ONLY_NUMBER = re.compile(r"^\s*\[?(\d{1,6})\]?\s*[:|]?\s*$")
+_NUMBER = re.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One learned prefix: ``pattern`` matches it at a line start; ``kind`` label / lineno / stamp."""
+
+    pattern: re.Pattern[str]
+    kind: str
+    example: str
+
+    def describe(self) -> str:
+        return f"{self.kind} prefix {self.example.rstrip()!r}"
+
+
+@dataclass
+class Presentation:
+    """A file's peeled text and how to map its lines back to the raw file."""
+
+    raw: TextDocument
+    doc: TextDocument
+    steps: list[str]
+    #: Per peeled line (0-based): raw line number, raw byte offset of its content, raw lines spanned.
+    raw_line: list[int]
+    raw_offset: list[int]
+    span: list[int]
+    labels: list[str] = field(default_factory=list)
+
+    def _index(self, line: int) -> int:
+        return min(max(line, 1), len(self.raw_line)) - 1
+
+    def origin(self, o: Origin) -> Origin:
+        """``o`` (in the peeled text) as the raw file's lines."""
+        if o.line <= 0 or not self.raw_line:
+            return o
+        i = self._index(o.line)
+        j = self._index(o.line + max(o.nlines, 1) - 1)
+        first = self.raw_line[i]
+        last = self.raw_line[j] + self.span[j] - 1
+        starts = self.doc.line_starts()
+        col = max(0, o.offset - starts[i]) if i < len(starts) else 0
+        return Origin(o.path, first, self.raw_offset[i] + col, last - first + 1)
+
+    def offset(self, peeled: int) -> int:
+        """A byte offset of the peeled text in the raw file (receipt times are indexed by it)."""
+        from bisect import bisect_right
+
+        starts = self.doc.line_starts()
+        i = max(0, bisect_right(starts, peeled) - 1)
+        if i >= len(self.raw_offset):
+            return peeled
+        return self.raw_offset[i] + peeled - starts[i]
+
+    def receipts(self, lookup: Callable[[int], int | None] | None) -> Callable[[int], int | None] | None:
+        if lookup is None:
+            return None
+        return lambda off: lookup(self.offset(off))
+
+    def restore(self, records: Iterable[R]) -> list[R]:
+        """Records parsed from the peeled text, pointing at the raw file, with a label's rank/host."""
+        out: list[R] = []
+        for rec in records:
+            origin = self.origin(rec.origin)
+            if isinstance(rec, Event):
+                rank, host = self.writer(rec.origin.line)
+                changes: dict[str, object] = {"origin": origin}
+                if rank is not None and rec.rank is None:
+                    changes["rank"] = rank
+                if host is not None and rec.host is None:
+                    changes["host"] = host
+                out.append(replace(rec, **changes))  # type: ignore[arg-type]
+            else:
+                out.append(replace(rec, origin=origin))
+        return out
+
+    def writer(self, line: int) -> tuple[int | None, str | None]:
+        """The rank and host that the peeled label of peeled line ``line`` names, if any."""
+        if not self.labels or line <= 0:
+            return None, None
+        return label_fields(self.labels[self._index(line)])
+
+
+R = TypeVar("R", Event, MetricSample)
+
+
+def label_fields(label: str) -> tuple[int | None, str | None]:
+    """(rank, host) named by a launcher label: ``rank=``/``pid=``/``ip=`` pairs, a bare number
+    (``3: ``, ``[3]``) as the rank, a pod or a host-like word before the final ``:``/``|``."""
+    if not label:
+        return None, None
+    kv = dict(_KV.findall(label))
+    rank = int(kv["rank"]) if "rank" in kv and kv["rank"].isdigit() else None
+    host = kv.get("host") or kv.get("node") or kv.get("ip")
+    if rank is None:
+        m = _ONLY_NUMBER.match(label)
+        if m:
+            rank = int(m.group(1))
+        elif not kv:
+            bracket = re.search(r"\[(\d{1,6})\]", label)
+            if bracket:
+                rank = int(bracket.group(1))
+    if host is None:
+        pod = _POD.search(label)
+        if pod:
+            host = pod.group(1)
+        else:
+            m = _HOSTLIKE.search(label)
+            if m and not m.group(1).isdigit():
+                host = m.group(1)
+    return rank, host
+
+
+# -- learning ---------------------------------------------------------------------------------
+
+
+def _cuts(line: str) -> list[int]:
+    """Where a prefix of ``line`` may end: after ``:``/``|`` and a blank (or the line's end), after a
+    closing bracket (and a ``:``), after a leading number; blanks that follow are part of it."""
+    out: list[int] = []
+    n = min(len(line), _MAX_PREFIX)
+    m = re.match(r"[ \t]*\d{1,7}(?::|[ \t]+|(?=\|))", line) or re.match(r"\d\S*\d\S*[ \t]+", line)
+    if m:
+        end = m.end()
+        while end < len(line) and line[end] in " \t":
+            end += 1
+        out.append(end)
+    for i in range(n):
+        c = line[i]
+        if c in ":|" and (i + 1 >= len(line) or line[i + 1] in " \t"):
+            end = i + 1
+        elif c in "])>":
+            end = i + 1
+            if end < len(line) and line[end] == ":":
+                end += 1
+        else:
+            continue
+        while end < len(line) and line[end] in " \t":
+            end += 1
+        if not out or end > out[-1]:
+            out.append(end)
+        if len(out) >= 5:
+            break
+    return out
+
+
+def _shape(prefix: str) -> tuple[str, ...]:
+    out = []
+    for tok in _TOKEN.findall(prefix):
+        c = tok[0]
+        out.append("a" if c.isalpha() else "9" if c.isdigit() else " " if c in " \t" else tok)
+    return tuple(out)
+
+
+def _pattern(prefixes: Sequence[str]) -> re.Pattern[str]:
+    """A regex for prefixes of one shape: constant tokens literal, varying ones by class."""
+    columns = list(zip(*(_TOKEN.findall(p) for p in prefixes), strict=True))
+    parts: list[str] = []
+    for k, col in enumerate(columns):
+        c = col[0][0]
+        if c in " \t":
+            parts.append("[ \\t]*" if k == 0 else "[ \\t]+")
+        elif len(set(col)) == 1:
+            parts.append(re.escape(col[0]))
+        elif c.isdigit():
+            parts.append("\\d+")
+        elif c.isalpha():
+            parts.append("[A-Za-z]+")
+        else:
+            parts.append(re.escape(c))
+    return re.compile("".join(parts))
+
+
+def _consecutive(values: Sequence[str]) -> bool:
+    nums = [int(m.group()) for v in values if (m := _NUMBER.search(v))]
+    if len(nums) < MIN_LINES:
+        return False
+    steps = sum(1 for a, b in zip(nums, nums[1:], strict=False) if b == a + 1)
+    return steps >= 0.8 * (len(nums) - 1)
+
+
+def _native(lines: Sequence[str], ends: Sequence[int]) -> bool:
+    """Whether the process-output reader peels these prefixes itself."""
+    from forensics.parsers.stream_text import clean, split_body
+
+    hits = 0
+    for line, end in zip(lines, ends, strict=True):
+        body = split_body(clean(line)).text
+        if len(body) <= len(line) - end + 1:
+            hits += 1
+    return hits >= 0.8 * len(lines)
+
+
+def _framed(lines: Sequence[str], prefixes: Sequence[str]) -> bool:
+    """A table's or box's left border (``| … |``, ``│ … │``): the lines end in the prefix's mark."""
+    mark = prefixes[0].strip()[-1:]
+    if not mark or mark.isalnum() or prefixes[0].strip().strip(mark):
+        return False
+    return sum(1 for ln in lines if ln.rstrip().endswith(mark)) >= 0.5 * len(lines)
+
+
+def _flood(found: Sequence[tuple[str, int]]) -> bool:
+    """The same record over and over (an assert per CUDA thread): what follows the "prefix" hardly
+    varies either, so the prefix is content."""
+    rests = [ln[end:end + 12] for ln, end in found]
+    return len(set(rests)) < 0.3 * len(rests)
+
+
+def _detect(lines: list[str]) -> tuple[str, float]:
+    from forensics.parsers import detect
+
+    head = [ln for ln in lines if ln.strip()][:40]
+    parser, score = detect(head)
+    return parser.name, score
+
+
+def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
+    """The shortest repeating prefix of ``lines`` that passes the checks of the module docstring."""
+    nonempty = [ln for ln in lines if ln.strip()]
+    if len(nonempty) < MIN_LINES:
+        return None
+    shapes: Counter[tuple[str, ...]] = Counter()
+    examples: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+    for line in nonempty:
+        seen = set()
+        for end in _cuts(line):
+            shape = _shape(line[:end])
+            if shape in seen:
+                continue
+            seen.add(shape)
+            shapes[shape] += 1
+            examples.setdefault(shape, []).append((line, end))
+    need = max(MIN_LINES, COVERAGE * len(nonempty))
+    candidates = sorted((s for s, n in shapes.items() if n >= need), key=lambda s: (len("".join(s)), -shapes[s]))
+    raw_kind: tuple[str, float] | None = None
+    for shape in candidates[:_CANDIDATES]:
+        found = examples[shape]
+        prefixes = [ln[:end] for ln, end in found]
+        if _flood(found):
+            return None  # one record over and over: longer "prefixes" are more of the same record
+        if _framed([ln for ln, _ in found], prefixes) or max(len(p) for p in prefixes) > _MAX_LABEL:
+            continue
+        pattern = _pattern(prefixes)
+        peeled = [_peel_one(pattern, ln)[1] for ln in lines]
+        if raw_kind is None:
+            raw_kind = _detect(lines)
+        new_kind = _detect(peeled)
+        if new_kind[0] in _STREAM_KINDS and _native([ln for ln, _ in found], [end for _, end in found]):
+            return None  # the stream reader peels it itself (and keys records by it); what follows is content
+        if _consecutive(prefixes):
+            kind = "lineno"
+        elif len(set(p.strip() for p in prefixes)) <= max(4, len(prefixes) // 4):
+            kind = "label"
+        else:
+            kind = "stamp"
+        better = new_kind[1] > raw_kind[1] + 1e-9
+        if kind == "stamp" and not ((better or after_label) and new_kind[0] not in _STREAM_KINDS):
+            continue
+        if new_kind[1] + 1e-9 < raw_kind[1]:
+            continue
+        return Rule(pattern, kind, prefixes[0])
+    return None
+
+
+def _peel_one(pattern: re.Pattern[str], line: str) -> tuple[str, str]:
+    m = pattern.match(line)
+    if m is None:
+        return "", line
+    return line[: m.end()], line[m.end():]
+
+
+def _wrap_width(lines: Sequence[str]) -> int | None:
+    """The width lines were hard-wrapped at: the longest length, shared by many lines that do not
+    end alike (a table's rows end in the same border)."""
+    lengths = Counter(len(ln) for ln in lines if len(ln) >= 60)
+    if not lengths:
+        return None
+    width = max(lengths)
+    at = [ln for ln in lines if len(ln) == width]
+    if len(at) < 2 or len(at) < 0.05 * len(lines):
+        return None
+    if Counter(ln[-1] for ln in at).most_common(1)[0][1] >= 0.5 * len(at) and not at[0][-1].isalnum():
+        return None
+    return width
+
+
+def learn(doc: TextDocument) -> Presentation | None:
+    """What presentation ``doc``'s lines carry, peeled; None when there is none (the usual case)."""
+    if not doc.data or len(doc.data) > MAX_BYTES:
+        return None
+    head: list[str] = []
+    for line in doc.lines():
+        head.append(line.text)
+        if len(head) >= SAMPLE_LINES:
+            break
+    rules: list[Rule] = []
+    sample = head
+    for _ in range(_ROUNDS):
+        rule = _learn_rule(sample, any(r.kind == "label" for r in rules))
+        if rule is None:
+            break
+        peeled = [_peel_one(rule.pattern, ln)[1] for ln in sample]
+        if peeled == sample:
+            break
+        rules.append(rule)
+        sample = peeled
+    width = _wrap_width(sample)
+    if width is not None and _detect(_unwrap(sample, width)[0])[1] + 1e-9 < _detect(sample)[1]:
+        width = None
+    if not rules and width is None:
+        return None
+    return _build(doc, rules, width)
+
+
+def _unwrap(lines: Sequence[str], width: int) -> tuple[list[str], list[int]]:
+    """Lines of exactly ``width`` joined with the next one; the index of the first raw line of each."""
+    out: list[str] = []
+    first: list[int] = []
+    i = 0
+    while i < len(lines):
+        start = i
+        text = lines[i]
+        while len(lines[i]) == width and i + 1 < len(lines):
+            i += 1
+            text += lines[i]
+        out.append(text)
+        first.append(start)
+        i += 1
+    return out, first
+
+
+def _build(doc: TextDocument, rules: Sequence[Rule], width: int | None) -> Presentation:
+    texts: list[str] = []
+    offsets: list[int] = []
+    labels: list[str] = []
+    any_label = any(r.kind == "label" for r in rules)
+    for line in doc.lines():
+        text = line.text
+        cut = 0
+        label = ""
+        for rule in rules:
+            prefix, text = _peel_one(rule.pattern, text)
+            cut += len(prefix.encode("utf-8")) if not prefix.isascii() else len(prefix)
+            if rule.kind == "label":
+                label += prefix
+        texts.append(text)
+        offsets.append(line.offset + cut)
+        labels.append(label)
+    raw_line = list(range(1, len(texts) + 1))
+    span = [1] * len(texts)
+    steps = [r.describe() for r in rules]
+    if width is not None:
+        joined, first = _unwrap(texts, width)
+        nxt = first[1:] + [len(texts)]
+        raw_line = [i + 1 for i in first]
+        span = [b - a for a, b in zip(first, nxt, strict=True)]
+        offsets = [offsets[i] for i in first]
+        labels = [labels[i] for i in first]
+        texts = joined
+        steps.append(f"lines hard-wrapped at {width} columns joined")
+    data = "\n".join(texts).encode("utf-8") + (b"\n" if doc.data.endswith(b"\n") else b"")
+    peeled = TextDocument(data, doc.path, doc.encoding)
+    return Presentation(doc, peeled, steps, raw_line, offsets, span, labels if any_label else [])
