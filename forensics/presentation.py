@@ -57,6 +57,9 @@ _HOSTLIKE = re.compile(r"(?:^|[\s\[(/])([A-Za-z][\w.-]*[A-Za-z0-9])\s*[:|]\s*$")
 _POD = re.compile(r"\bpod/([\w.-]+)")
 _ONLY_NUMBER = re.compile(r"^\s*\[?(\d{1,6})\]?\s*[:|]?\s*$")
 _NUMBER = re.compile(r"\d+")
+_BARE_NUMBER = re.compile(r"^[ \t]*\d+[ \t]*$")
+#: A date or a clock time in a prefix makes it a stamp, however constant (one day's log).
+_DATE_TIME = re.compile(r"(?<![=.\d])\d{1,4}[-/:]\d\d[-/:]\d\d")
 
 
 @dataclass(frozen=True)
@@ -259,8 +262,8 @@ def _framed(lines: Sequence[str], prefixes: Sequence[str]) -> bool:
 def _flood(found: Sequence[tuple[str, int]]) -> bool:
     """The same record over and over (an assert per CUDA thread): what follows the "prefix" hardly
     varies either, so the prefix is content."""
-    rests = [ln[end:end + 12] for ln, end in found]
-    return len(set(rests)) < 0.3 * len(rests)
+    rests = [_NUMBER.sub("", ln[end:]) for ln, end in found]
+    return len(set(rests)) <= max(1.0, 0.3 * len(rests))
 
 
 def _detect(lines: list[str]) -> tuple[str, float]:
@@ -306,7 +309,9 @@ def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
             return None  # the stream reader peels it itself (and keys records by it); what follows is content
         if _consecutive(prefixes):
             kind = "lineno"
-        elif len(set(p.strip() for p in prefixes)) <= max(4, len(prefixes) // 4):
+        elif _BARE_NUMBER.match(prefixes[0]):
+            continue  # a column of numbers (a table), not a label: a label ends in ':', '|' or a bracket
+        elif not _DATE_TIME.search(prefixes[0]) and len(set(p.strip() for p in prefixes)) <= max(4, len(prefixes) // 4):
             kind = "label"
         else:
             kind = "stamp"
@@ -335,6 +340,10 @@ def _wrap_width(lines: Sequence[str]) -> int | None:
     width = max(lengths)
     at = [ln for ln in lines if len(ln) == width]
     if len(at) < 2 or len(at) < 0.05 * len(lines):
+        return None
+    # A wrapped line goes on in a shorter one; a table's rows follow each other at the same width.
+    ends = [i for i, ln in enumerate(lines[:-1]) if len(ln) == width]
+    if sum(1 for i in ends if len(lines[i + 1]) < width) < 0.5 * max(1, len(ends)):
         return None
     if Counter(ln[-1] for ln in at).most_common(1)[0][1] >= 0.5 * len(at) and not at[0][-1].isalnum():
         return None
