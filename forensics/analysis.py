@@ -134,7 +134,7 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         tz=options.tz or _zone(item.tz_name),
         boot_time_ns=item.boot_time_ns,
         receipt_ts=receipt_lookup(item.receipt_index) if shown is None else shown.receipts(
-            receipt_lookup(item.receipt_index)),
+            receipt_lookup(item.receipt_index)),  # a peeled collector stamp is a receipt time
         notable=notable,
     )
     events: list[Event] = []

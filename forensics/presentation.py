@@ -86,6 +86,8 @@ class Presentation:
     raw_offset: list[int]
     span: list[int]
     labels: list[str] = field(default_factory=list)
+    #: Per peeled line: UTC ns of a peeled stamp that named its zone, else None.
+    stamps: list[int | None] = field(default_factory=list)
 
     def _index(self, line: int) -> int:
         return min(max(line, 1), len(self.raw_line)) - 1
@@ -113,9 +115,23 @@ class Presentation:
         return self.raw_offset[i] + peeled - starts[i]
 
     def receipts(self, lookup: Callable[[int], int | None] | None) -> Callable[[int], int | None] | None:
-        if lookup is None:
-            return None
-        return lambda off: lookup(self.offset(off))
+        """Receipt times for the peeled text: a peeled collector stamp of the line (it is when the line
+        was received), else ``lookup`` (a bundle's index of the raw file)."""
+        if not any(ns is not None for ns in self.stamps):
+            return None if lookup is None else (lambda off: lookup(self.offset(off)))
+        from bisect import bisect_right
+
+        starts = self.doc.line_starts()
+        stamps = self.stamps
+
+        def at(off: int) -> int | None:
+            i = max(0, bisect_right(starts, off) - 1)
+            ns = stamps[i] if i < len(stamps) else None
+            if ns is None and lookup is not None:
+                return lookup(self.offset(off))
+            return ns
+
+        return at
 
     def restore(self, records: Iterable[R]) -> list[R]:
         """Records parsed from the peeled text, pointing at the raw file, with a label's rank/host."""
@@ -305,6 +321,9 @@ def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
         if raw_kind is None:
             raw_kind = _detect(lines)
         new_kind = _detect(peeled)
+        stamp_after_label = after_label and _DATE_TIME.search(prefixes[0]) is not None
+        if stamp_after_label:  # a log collector's receipt stamp after its label (kubectl --prefix --timestamps)
+            return Rule(pattern, "stamp", prefixes[0])
         if new_kind[0] in _STREAM_KINDS and _native([ln for ln, _ in found], [end for _, end in found]):
             return None  # the stream reader peels it itself (and keys records by it); what follows is content
         if _consecutive(prefixes):
@@ -316,7 +335,7 @@ def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
         else:
             kind = "stamp"
         better = new_kind[1] > raw_kind[1] + 1e-9
-        if kind == "stamp" and not ((better or after_label) and new_kind[0] not in _STREAM_KINDS):
+        if kind == "stamp" and not (better and new_kind[0] not in _STREAM_KINDS):
             continue
         if new_kind[1] + 1e-9 < raw_kind[1]:
             continue
@@ -341,11 +360,13 @@ def _wrap_width(lines: Sequence[str]) -> int | None:
     at = [ln for ln in lines if len(ln) == width]
     if len(at) < 2 or len(at) < 0.05 * len(lines):
         return None
-    # A wrapped line goes on in a shorter one; a table's rows follow each other at the same width.
+    # A hard wrap breaks words: many breaks fall inside a token; a table's rows end and begin at blanks.
     ends = [i for i, ln in enumerate(lines[:-1]) if len(ln) == width]
-    if sum(1 for i in ends if len(lines[i + 1]) < width) < 0.5 * max(1, len(ends)):
+    inside = sum(1 for i in ends if not lines[i][-1].isspace() and lines[i + 1][:1].strip())
+    if inside < max(1.0, len(ends) / 3):
         return None
-    if Counter(ln[-1] for ln in at).most_common(1)[0][1] >= 0.5 * len(at) and not at[0][-1].isalnum():
+    mark, n = Counter(ln[-1] for ln in at).most_common(1)[0]
+    if n >= 0.5 * len(at) and not mark.isalnum() and not mark.isspace():
         return None
     return width
 
@@ -371,8 +392,10 @@ def learn(doc: TextDocument) -> Presentation | None:
         rules.append(rule)
         sample = peeled
     width = _wrap_width(sample)
-    if width is not None and _detect(_unwrap(sample, width)[0])[1] + 1e-9 < _detect(sample)[1]:
-        width = None
+    if width is not None:
+        (before, b_score), (after, a_score) = _detect(sample), _detect(_unwrap(sample, width)[0])
+        if after != before and a_score + 1e-9 < b_score:  # fewer lines may count less: same format is fine
+            width = None
     if not rules and width is None:
         return None
     return _build(doc, rules, width)
@@ -399,19 +422,25 @@ def _build(doc: TextDocument, rules: Sequence[Rule], width: int | None) -> Prese
     texts: list[str] = []
     offsets: list[int] = []
     labels: list[str] = []
+    stamps: list[int | None] = []
     any_label = any(r.kind == "label" for r in rules)
+    any_stamp = any(r.kind == "stamp" for r in rules)
     for line in doc.lines():
         text = line.text
         cut = 0
         label = ""
+        stamp: int | None = None
         for rule in rules:
             prefix, text = _peel_one(rule.pattern, text)
             cut += len(prefix.encode("utf-8")) if not prefix.isascii() else len(prefix)
             if rule.kind == "label":
                 label += prefix
+            elif rule.kind == "stamp" and prefix:
+                stamp = _zoned_ns(prefix)
         texts.append(text)
         offsets.append(line.offset + cut)
         labels.append(label)
+        stamps.append(stamp)
     raw_line = list(range(1, len(texts) + 1))
     span = [1] * len(texts)
     steps = [r.describe() for r in rules]
@@ -422,8 +451,33 @@ def _build(doc: TextDocument, rules: Sequence[Rule], width: int | None) -> Prese
         span = [b - a for a, b in zip(first, nxt, strict=True)]
         offsets = [offsets[i] for i in first]
         labels = [labels[i] for i in first]
+        stamps = [stamps[i] for i in first]
         texts = joined
         steps.append(f"lines hard-wrapped at {width} columns joined")
     data = "\n".join(texts).encode("utf-8") + (b"\n" if doc.data.endswith(b"\n") else b"")
     peeled = TextDocument(data, doc.path, doc.encoding)
-    return Presentation(doc, peeled, steps, raw_line, offsets, span, labels if any_label else [])
+    return Presentation(doc, peeled, steps, raw_line, offsets, span, labels if any_label else [],
+                        stamps if any_stamp else [])
+
+
+_ZONED = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)")
+
+
+def _zoned_ns(text: str) -> int | None:
+    """UTC ns of an ISO stamp that names its zone (``Z``, ``+02:00``); None otherwise."""
+    from datetime import UTC, datetime, timedelta
+
+    m = _ZONED.search(text)
+    if m is None:
+        return None
+    y, mo, d, hh, mi, ss = (int(g) for g in m.groups()[:6])
+    frac, zone = m.group(7) or "", m.group(8)
+    try:
+        t = datetime(y, mo, d, hh, mi, ss, tzinfo=UTC)
+    except ValueError:
+        return None
+    if zone != "Z":
+        sign = -1 if zone[0] == "+" else 1
+        digits = zone[1:].replace(":", "")
+        t += sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4]))
+    return int(t.timestamp()) * 1_000_000_000 + int(frac.ljust(9, "0"))

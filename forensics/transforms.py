@@ -245,6 +245,7 @@ _WIN_LEVELS: dict[str, dict[str, str]] = {
 _WIN_KINDS = ("windows-event-text", "windows-event-csv")
 _LABEL_LINE = re.compile(r"^(\s*)(Log Name|Source|Date|Event ID|Task Category|Level|Keywords|User|Computer|"
                          r"Description):(\s*)(.*)$")
+_GENERAL_EN = re.compile(r"The description for Event ID (\d+) from source (\S+) cannot be found\.")
 _CSV_HEAD = re.compile(r"^(\ufeff?)(Level|Keywords),")
 
 
@@ -257,6 +258,12 @@ def _windows_locale(text: str, info: FileInfo, rng: Random) -> str | None:
     out: list[str] = []
     changed = False
     for i, line in enumerate(lines):
+        g = _GENERAL_EN.search(line)
+        if g:  # the General tab's prose: the German wording the text parser knows (no verified fr/zh one)
+            out.append(line[: g.start()] + f"Die Beschreibung für die Ereignis-ID {g.group(1)} aus der Quelle "
+                       f"{g.group(2)} wurde nicht gefunden." + line[g.end():])
+            changed = True
+            continue
         m = _LABEL_LINE.match(line)
         if m:
             value = m.group(4)
