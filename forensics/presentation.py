@@ -306,7 +306,7 @@ def _native(lines: Sequence[str], ends: Sequence[int]) -> bool:
     for line, end in zip(lines, ends, strict=True):
         text = clean(line).lstrip()
         body = split_body(text).text
-        if len(body) <= len(line) - end + 1:
+        if len(body) < len(text) and len(body) <= len(line) - end + 1:
             hits += 1
     return hits >= 0.8 * len(lines)
 
@@ -317,6 +317,19 @@ def _framed(lines: Sequence[str], prefixes: Sequence[str]) -> bool:
     if not mark or mark.isalnum() or prefixes[0].strip().strip(mark):
         return False
     return sum(1 for ln in lines if ln.rstrip().endswith(mark)) >= 0.5 * len(lines)
+
+
+def _counter(prefixes: Sequence[str]) -> bool:
+    """Prefixes whose numbers only ever grow, taking several values: a step or epoch counter."""
+    nums = [tuple(int(n) for n in _NUMBER.findall(p)) for p in prefixes]
+    if len(set(nums)) < 2 or not all(nums):
+        return False
+    return all(a <= b for a, b in zip(nums, nums[1:], strict=False))
+
+
+def _structure(prefix: str) -> bool:
+    """A quoted key or a bracket left open (``{"record_id":``): data structure, not a label."""
+    return '"' in prefix or any(prefix.count(a) != prefix.count(b) for a, b in ("[]", "()", "{}"))
 
 
 def _flood(found: Sequence[tuple[str, int]]) -> bool:
@@ -358,7 +371,8 @@ def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
         prefixes = [ln[:end] for ln, end in found]
         if _flood(found):
             return None  # one record over and over: longer "prefixes" are more of the same record
-        if _framed([ln for ln, _ in found], prefixes) or max(len(p) for p in prefixes) > _MAX_LABEL:
+        if _framed([ln for ln, _ in found], prefixes) or max(len(p) for p in prefixes) > _MAX_LABEL \
+                or _structure(prefixes[0]):
             continue
         pattern = _pattern(prefixes)
         peeled = [_peel_one(pattern, ln)[1] for ln in lines]
@@ -374,6 +388,8 @@ def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
             kind = "lineno"
         elif _BARE_NUMBER.match(prefixes[0]):
             continue  # a column of numbers (a table), not a label: a label ends in ':', '|' or a bracket
+        elif _counter(prefixes):
+            continue  # Epoch[60], Epoch[61] …: a counter the records carry, not the writer's label
         elif not _DATE_TIME.search(prefixes[0]) and len(set(p.strip() for p in prefixes)) <= max(4, len(prefixes) // 4):
             kind = "label"
         else:
@@ -406,8 +422,13 @@ def _wrap_width(lines: Sequence[str]) -> int | None:
         return None
     # A hard wrap breaks words: many breaks fall inside a token; a table's rows end and begin at blanks.
     ends = [i for i, ln in enumerate(lines[:-1]) if len(ln) == width]
-    inside = sum(1 for i in ends if not lines[i][-1].isspace() and lines[i + 1][:1].strip())
-    if inside < max(1.0, len(ends) / 3):
+    # (and what follows does not begin the way the line itself began: that is a next record of one length).
+    inside = sum(1 for i in ends if not lines[i][-1].isspace() and lines[i + 1][:1].strip()
+                 and _shape(lines[i + 1][:8]) != _shape(lines[i][:8]))
+    if inside < max(1.0, len(ends) / 2):
+        return None
+    # A wrapped line ends in a shorter remainder; lines that all have one width are a table.
+    if not any(0 < len(lines[i + 1]) < width for i in ends) or len(at) > 0.9 * sum(1 for ln in lines if ln):
         return None
     mark, n = Counter(ln[-1] for ln in at).most_common(1)[0]
     if n >= 0.5 * len(at) and not mark.isalnum() and not mark.isspace():
