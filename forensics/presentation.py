@@ -59,6 +59,8 @@ _ONLY_NUMBER = re.compile(r"^\s*\[?(\d{1,6})\]?\s*[:|]?\s*$")
 _NUMBER = re.compile(r"\d+")
 #: A collector's stamp: a whole date first (kubectl, docker --timestamps), not a logger's clock time.
 _DATED = re.compile(r"^[ \t]*\[?\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d")
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+_SGR_BYTES = re.compile(rb"\x1b\[[0-9;]*m")
 _BARE_NUMBER = re.compile(r"^[ \t]*\d+[ \t]*$")
 #: A date or a clock time in a prefix makes it a stamp, however constant (one day's log).
 _DATE_TIME = re.compile(r"(?<![=.\d])\d{1,4}[-/:]\d\d[-/:]\d\d")
@@ -89,6 +91,7 @@ class Presentation:
     doc: TextDocument
     steps: list[str]
     rules: list[Rule] = field(default_factory=list)
+    colour: bool = False
     #: Only when wrapped lines were joined, per peeled line (0-based): raw line number, raw byte
     #: offset of its content, raw lines spanned, label, stamp.
     raw_line: list[int] | None = None
@@ -128,6 +131,8 @@ class Presentation:
         if i >= len(starts):
             return "", None
         text = self.raw.lines_at(starts[i], i + 1)[0].text
+        if self.colour:
+            text = _SGR.sub("", text)
         label, stamp = "", None
         for rule in self.rules:
             prefix, text = _peel_one(rule.pattern, text)
@@ -162,16 +167,14 @@ class Presentation:
         return self._content_offset(i) + peeled - self.doc.line_starts()[i]
 
     def receipts(self, lookup: Callable[[int], int | None] | None) -> Callable[[int], int | None] | None:
-        """Receipt times for the peeled text: a peeled collector stamp of the line (it is when the line
-        was received), else ``lookup`` (a bundle's index of the raw file)."""
+        """Receipt times for the peeled text: ``lookup`` (a bundle's index of the raw file), else a
+        peeled collector stamp of the line (it is when the line was received)."""
         if not any(r.kind == "stamp" for r in self.rules):
             return None if lookup is None else (lambda off: lookup(self.offset(off)))
 
-        def at(off: int) -> int | None:
-            ns = self._peeled_parts(self._line_of(off))[1]
-            if ns is None and lookup is not None:
-                return lookup(self.offset(off))
-            return ns
+        def at(off: int) -> int | None:  # a recorder's own receipt index wins over a collector's stamp
+            ns = lookup(self.offset(off)) if lookup is not None else None
+            return ns if ns is not None else self._peeled_parts(self._line_of(off))[1]
 
         return at
 
@@ -420,15 +423,15 @@ def _wrap_width(lines: Sequence[str]) -> int | None:
     at = [ln for ln in lines if len(ln) == width]
     if len(at) < 2 or len(at) < 0.05 * len(lines):
         return None
-    # A hard wrap breaks words: many breaks fall inside a token; a table's rows end and begin at blanks.
+    # A hard wrap breaks anywhere: most breaks are not between two blanks of a padded table.
     ends = [i for i, ln in enumerate(lines[:-1]) if len(ln) == width]
     # (and what follows does not begin the way the line itself began: that is a next record of one length).
-    inside = sum(1 for i in ends if not lines[i][-1].isspace() and lines[i + 1][:1].strip()
-                 and _shape(lines[i + 1][:8]) != _shape(lines[i][:8]))
+    inside = sum(1 for i in ends if (not lines[i][-1].isspace() or lines[i + 1][:1].strip())
+                 and _NUMBER.sub("0", lines[i + 1][:5]) != _NUMBER.sub("0", lines[i][:5]))
     if inside < max(1.0, len(ends) / 2):
         return None
     # A wrapped line ends in a shorter remainder; lines that all have one width are a table.
-    if not any(0 < len(lines[i + 1]) < width for i in ends) or len(at) > 0.9 * sum(1 for ln in lines if ln):
+    if not any(0 < len(lines[i + 1]) < width for i in ends):
         return None
     mark, n = Counter(ln[-1] for ln in at).most_common(1)[0]
     if n >= 0.5 * len(at) and not mark.isalnum() and not mark.isspace():
@@ -447,6 +450,13 @@ def learn(doc: TextDocument) -> Presentation | None:
             break
     rules: list[Rule] = []
     sample = head
+    colour = any("\x1b[" in ln for ln in head)
+    if colour:  # terminal colours (dmesg --color=always, a coloured logger) kept only where a reader copes
+        plain = [_SGR.sub("", ln) for ln in head]
+        kind, score = _detect(plain)
+        colour = kind not in _STREAM_KINDS and score + 1e-9 >= _detect(head)[1]  # the stream reader strips its own
+        if colour:
+            sample = plain
     for _ in range(_ROUNDS):
         rule = _learn_rule(sample, any(r.kind == "label" for r in rules))
         if rule is None:
@@ -461,9 +471,9 @@ def learn(doc: TextDocument) -> Presentation | None:
         (before, b_score), (after, a_score) = _detect(sample), _detect(_unwrap(sample, width)[0])
         if after != before and a_score + 1e-9 < b_score:  # fewer lines may count less: same format is fine
             width = None
-    if not rules and width is None:
+    if not rules and width is None and not colour:
         return None
-    return _build(doc, rules, width)
+    return _build(doc, rules, width, colour)
 
 
 def _unwrap(lines: Sequence[str], width: int) -> tuple[list[str], list[int]]:
@@ -483,10 +493,10 @@ def _unwrap(lines: Sequence[str], width: int) -> tuple[list[str], list[int]]:
     return out, first
 
 
-def _build(doc: TextDocument, rules: Sequence[Rule], width: int | None) -> Presentation:
-    steps = [r.describe() for r in rules]
+def _build(doc: TextDocument, rules: Sequence[Rule], width: int | None, colour: bool = False) -> Presentation:
+    steps = (["terminal colour codes removed"] if colour else []) + [r.describe() for r in rules]
     if width is None:  # line for line: one regex pass per rule over the bytes, the rest on demand
-        data = doc.data
+        data = _SGR_BYTES.sub(b"", doc.data) if colour else doc.data
         for rule in rules:
             literal = _literal(rule.pattern.pattern)
             if literal is not None:  # a constant label: a plain replace is ~10x faster than a regex pass
@@ -494,13 +504,13 @@ def _build(doc: TextDocument, rules: Sequence[Rule], width: int | None) -> Prese
                 data = (data[len(lit):] if data.startswith(lit) else data).replace(b"\n" + lit, b"\n")
             else:
                 data = re.compile(b"^" + rule.pattern.pattern.encode("utf-8"), re.M).sub(b"", data)
-        return Presentation(doc, TextDocument(data, doc.path, doc.encoding), steps, list(rules))
+        return Presentation(doc, TextDocument(data, doc.path, doc.encoding), steps, list(rules), colour=colour)
     texts: list[str] = []
     offsets: list[int] = []
     labels: list[str] = []
     stamps: list[int | None] = []
     for line in doc.lines():
-        text = line.text
+        text = _SGR.sub("", line.text) if colour else line.text
         cut = 0
         label = ""
         stamp: int | None = None
@@ -519,7 +529,7 @@ def _build(doc: TextDocument, rules: Sequence[Rule], width: int | None) -> Prese
     nxt = first[1:] + [len(texts)]
     steps.append(f"lines hard-wrapped at {width} columns joined")
     data = "\n".join(joined).encode("utf-8") + (b"\n" if doc.data.endswith(b"\n") else b"")
-    return Presentation(doc, TextDocument(data, doc.path, doc.encoding), steps, list(rules),
+    return Presentation(doc, TextDocument(data, doc.path, doc.encoding), steps, list(rules), colour=colour,
                         raw_line=[i + 1 for i in first], raw_offset=[offsets[i] for i in first],
                         span=[b - a for a, b in zip(first, nxt, strict=True)], labels=[labels[i] for i in first],
                         stamps=[stamps[i] for i in first])

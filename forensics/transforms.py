@@ -283,6 +283,22 @@ def _windows_locale(text: str, info: FileInfo, rng: Random) -> str | None:
     return "\n".join(out) + end if changed else None
 
 
+_LEVEL_WORD = re.compile(r"\b(ERROR|Error|WARN(?:ING)?|Warning|FATAL|error)\b")
+
+
+def _ansi(text: str, info: FileInfo, rng: Random) -> str:
+    """Terminal colours as ``dmesg --color=always`` or a coloured logger writes them: the line's first
+    field (stamp, host) in one colour, level words in red, each reset after."""
+    colour = rng.choice(("32", "33", "36", "1;34"))
+    lines, end = _lines(text)
+    out = []
+    for line in lines:
+        head, sep, rest = line.partition(" ")
+        coloured = f"\x1b[{colour}m{head}\x1b[0m{sep}" if head else sep
+        out.append(coloured + _LEVEL_WORD.sub("\x1b[31m\\1\x1b[0m", rest))
+    return "\n".join(out) + end
+
+
 def _gzip(text: str, info: FileInfo, rng: Random) -> bytes:
     return gzip.compress(text.encode("utf-8"), mtime=0)
 
@@ -304,6 +320,7 @@ TRANSFORMS: tuple[Transform, ...] = (
     Transform("interleave", "healthy chatter of the same kind from other cases in between", _interleave,
               in_bundle=True),
     Transform("windows-locale", "Windows export with German/French/Chinese labels and levels", _windows_locale),
+    Transform("ansi", "terminal colour codes (dmesg --color=always, coloured loggers)", _ansi),
     Transform("gzip", "gzip-compressed", _gzip),
 )
 _BY_NAME = {t.name: t for t in TRANSFORMS}
