@@ -243,7 +243,8 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
         ],
         "sources": [
             {"path": s.path, "kind": s.kind, "host": s.host, "events": s.events, "metrics": s.metrics,
-             "record_kinds": s.record_kinds, "warnings": s.warnings}
+             "record_kinds": s.record_kinds, "warnings": s.warnings,
+             **({"presentation": s.presentation} if s.presentation else {})}  # what was peeled before parsing
             for s in analysis.sources
         ],
         "recordings": analysis.recordings,
