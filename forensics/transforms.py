@@ -120,6 +120,25 @@ def _compose(text: str, info: FileInfo, rng: Random) -> str:
     return _prefixed(text, lambda _i: f"{svc}{pad} | ")
 
 
+def _two_hosts(text: str, info: FileInfo, rng: Random) -> str | None:
+    """pdsh over two nodes that printed the same output: both copies, each under its host's label,
+    interleaved line by line in a random order (each keeps its own order)."""
+    lines, end = _lines(text)
+    if len(lines) < 2 or info.kind.startswith("windows"):  # nobody runs Event Viewer through pdsh
+        return None
+    a, b = f"node{rng.randrange(1, 50):02d}: ", f"node{rng.randrange(50, 99):02d}: "
+    out: list[str] = []
+    i = j = 0
+    while i < len(lines) or j < len(lines):
+        if j >= len(lines) or (i < len(lines) and rng.random() < 0.5):
+            out.append(a + lines[i])
+            i += 1
+        else:
+            out.append(b + lines[j])
+            j += 1
+    return "\n".join(out) + end
+
+
 # -- viewer and paste habits --------------------------------------------------------------------
 
 
@@ -311,6 +330,7 @@ TRANSFORMS: tuple[Transform, ...] = (
     Transform("ray", "Ray '(RayTrainWorker pid=N, ip=A.B.C.D) ' on every line", _ray, in_bundle=True),
     Transform("k8s", "kubectl logs --prefix --timestamps '[pod/…/c] RFC3339Nano '", _k8s, in_bundle=True),
     Transform("compose", "docker compose 'service-N  | ' on every line", _compose, in_bundle=True),
+    Transform("two-hosts", "pdsh over two nodes: the output twice, 'host: ' labels, lines interleaved", _two_hosts),
     Transform("line-numbers", "line numbers a viewer added ('[1825] ', '1825:', '  1825  ')", _line_numbers),
     Transform("quote", "'> ' quoting (mail, forum reply)", _quote),
     Transform("crlf", "CRLF line ends", _crlf),
