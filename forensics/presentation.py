@@ -384,7 +384,13 @@ def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
         new_kind = _detect(peeled)
         stamp_after_label = after_label and _DATED.match(prefixes[0]) is not None
         if stamp_after_label:  # a log collector's receipt stamp after its label (kubectl --prefix --timestamps)
-            return Rule(pattern, "stamp", prefixes[0])
+            if raw_kind is None:
+                raw_kind = _detect(lines)
+            # ... unless it is the format's own stamp (journalctl -o short-iso, dmesg --time-format iso
+            # through pdsh): then the lines read worse without it, and not as a program's own records.
+            if new_kind[1] + 1e-9 >= raw_kind[1] or (new_kind[0] in _STREAM_KINDS and new_kind[1] >= 0.5):
+                return Rule(pattern, "stamp", prefixes[0])
+            return None
         if new_kind[0] in _STREAM_KINDS and _native([ln for ln, _ in found], [end for _, end in found]):
             return None  # the stream reader peels it itself (and keys records by it); what follows is content
         if _consecutive(prefixes):

@@ -158,3 +158,17 @@ def test_a_bundle_stream_keeps_its_receipt_index_under_a_prefix() -> None:
     plain = parse_input(InputFile("a", stdout, receipt_index=idx), Options())[1]
     peeled = parse_input(InputFile("b", new, receipt_index=moved), Options())[1]
     assert [(e.kind, e.ts) for e in peeled] == [(e.kind, e.ts) for e in plain]
+
+
+def test_a_formats_own_stamp_after_a_label_stays(tmp_path: Path) -> None:
+    """journalctl -o short-iso through pdsh: the ISO stamp is the journal's, not a collector's."""
+    import re
+
+    raw = _log("ogkm1080-gsp-rpc-fail-journal").read_text(encoding="utf-8")
+    iso = re.sub(r"(?m)^May 0?(\d+) ([\d:]+) ", lambda m: f"2024-05-{int(m.group(1)):02d}T{m.group(2)}+0000 ", raw)
+    plain = _analyze(tmp_path, "iso.log", iso)
+    pdsh = _analyze(tmp_path, "pdsh.log", _prefixed(iso, "gpu-node3: "))
+    assert plain.sources[0].kind == pdsh.sources[0].kind == "journalctl"
+    assert pdsh.sources[0].presentation == ["label prefix 'gpu-node3:'"]
+    assert pdsh.verdict.root_cause_id == plain.verdict.root_cause_id is not None
+    assert {e.host for e in pdsh.timeline.events} == {e.host for e in plain.timeline.events}
