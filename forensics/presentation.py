@@ -73,6 +73,8 @@ class Rule:
     pattern: re.Pattern[str]
     kind: str
     example: str
+    #: Several writers (hosts, ranks) under this label: the peeled line keeps it as a writer tag.
+    writers: bool = False
 
     def describe(self) -> str:
         return f"{self.kind} prefix {self.example.rstrip()!r}"
@@ -467,9 +469,12 @@ def learn(doc: TextDocument) -> Presentation | None:
         rule = _learn_rule(sample, any(r.kind == "label" for r in rules))
         if rule is None:
             break
-        peeled = [_peel_one(rule.pattern, ln)[1] for ln in sample]
+        parts = [_peel_one(rule.pattern, ln) for ln in sample]
+        peeled = [rest for _, rest in parts]
         if peeled == sample:
             break
+        if rule.kind == "label" and len({p.strip() for p, _ in parts} - {""}) > 1:
+            rule = replace(rule, writers=True)
         rules.append(rule)
         sample = peeled
     width = _wrap_width(sample)
@@ -479,6 +484,8 @@ def learn(doc: TextDocument) -> Presentation | None:
             width = None
     if not rules and width is None and not colour:
         return None
+    if any(r.writers for r in rules) and _detect(sample)[0] not in _STREAM_KINDS:
+        rules = [replace(r, writers=False) for r in rules]  # only the stream reader keys records by writer
     return _build(doc, rules, width, colour)
 
 
@@ -505,7 +512,9 @@ def _build(doc: TextDocument, rules: Sequence[Rule], width: int | None, colour: 
         data = _SGR_BYTES.sub(b"", doc.data) if colour else doc.data
         for rule in rules:
             literal = _literal(rule.pattern.pattern)
-            if literal is not None:  # a constant label: a plain replace is ~10x faster than a regex pass
+            if rule.writers:  # the label becomes the stream reader's writer tag
+                data = re.compile(b"^" + rule.pattern.pattern.encode("utf-8"), re.M).sub(_tag, data)
+            elif literal is not None:  # a constant label: a plain replace is ~10x faster than a regex pass
                 lit = literal.encode("utf-8")
                 data = (data[len(lit):] if data.startswith(lit) else data).replace(b"\n" + lit, b"\n")
             else:
@@ -525,6 +534,10 @@ def _build(doc: TextDocument, rules: Sequence[Rule], width: int | None, colour: 
             cut += len(prefix.encode("utf-8")) if not prefix.isascii() else len(prefix)
             if rule.kind == "label":
                 label += prefix
+                if rule.writers and prefix:
+                    tag = _tag_text(prefix)
+                    text = tag + text
+                    cut -= len(tag.encode("utf-8"))
             elif rule.kind == "stamp" and prefix:
                 stamp = _zoned_ns(prefix)
         texts.append(text)
@@ -539,6 +552,16 @@ def _build(doc: TextDocument, rules: Sequence[Rule], width: int | None, colour: 
                         raw_line=[i + 1 for i in first], raw_offset=[offsets[i] for i in first],
                         span=[b - a for a, b in zip(first, nxt, strict=True)], labels=[labels[i] for i in first],
                         stamps=[stamps[i] for i in first])
+
+
+def _tag_text(label: str) -> str:
+    from forensics.parsers.stream_text import WRITER_TAG
+
+    return WRITER_TAG + label.strip().replace(WRITER_TAG, "") + WRITER_TAG
+
+
+def _tag(m: re.Match[bytes]) -> bytes:
+    return _tag_text(m.group(0).decode("utf-8", "replace")).encode("utf-8")
 
 
 def _literal(pattern: str) -> str | None:

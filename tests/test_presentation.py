@@ -172,3 +172,24 @@ def test_a_formats_own_stamp_after_a_label_stays(tmp_path: Path) -> None:
     assert pdsh.sources[0].presentation == ["label prefix 'gpu-node3:'"]
     assert pdsh.verdict.root_cause_id == plain.verdict.root_cause_id is not None
     assert {e.host for e in pdsh.timeline.events} == {e.host for e in plain.timeline.events}
+
+
+def test_interleaved_writers_keep_their_own_records(tmp_path: Path) -> None:
+    """Two hosts' real tracebacks interleaved line by line under pdsh labels: each is read from its
+    own host's lines (the label becomes the stream reader's writer key) and carries that host."""
+    a = _log("oom-first-backward-a100-80g").read_text(encoding="utf-8").splitlines()
+    b = _log("windows-unknown-error-optimizer-step").read_text(encoding="utf-8").splitlines()
+    mixed = []
+    for i in range(max(len(a), len(b))):
+        if i < len(a):
+            mixed.append("node01: " + a[i])
+        if i < len(b):
+            mixed.append("node02: " + b[i])
+    alone = {name: [e for e in _analyze(tmp_path, f"{name}.log", "\n".join(lines) + "\n").timeline.events
+                    if e.kind == "traceback"] for name, lines in (("a", a), ("b", b))}
+    both = [e for e in _analyze(tmp_path, "mixed.log", "\n".join(mixed) + "\n").timeline.events
+            if e.kind == "traceback"]
+    got = {(e.host, e.attrs.get("exc_type"), tuple(e.attrs.get("frames") or ())) for e in both}
+    want = {("node01", e.attrs.get("exc_type"), tuple(e.attrs.get("frames") or ())) for e in alone["a"]} | \
+        {("node02", e.attrs.get("exc_type"), tuple(e.attrs.get("frames") or ())) for e in alone["b"]}
+    assert got == want
