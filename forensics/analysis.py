@@ -53,6 +53,7 @@ class SourceReport:
     record_kinds: list[str] = field(default_factory=list)
     confidence: float = 0.0
     document: TextDocument | None = None
+    presentation: list[str] = field(default_factory=list)  # what was peeled before parsing (prefixes, wrapping)
 
 
 @dataclass
@@ -106,6 +107,7 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
     from forensics.parsers import ParseContext, detect
     from forensics.parsers.flight_recorder import pickle_to_json
     from forensics.parsers.safe_pickle import is_pickle
+    from forensics.presentation import learn as learn_presentation
 
     warnings = list(item.warnings)
     if not item.raw:
@@ -124,7 +126,9 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         warnings.append(f"{item.display}: binary file, not a log; skipped")
         return SourceReport(item.display, "binary", item.host, 0, warnings=warnings), [], []
     doc = TextDocument.from_bytes(raw, item.display)
-    parser, confidence = detect(doc.head())
+    shown = learn_presentation(doc)  # launcher prefixes, line numbers, quoting, wrapping: peeled
+    work = shown.doc if shown is not None else doc
+    parser, confidence = detect(work.head())
     ctx = ParseContext(
         path=item.display,
         source=item.source or f"file:{os.path.basename(item.display.split('!')[-1])}",
@@ -133,14 +137,15 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         mtime_ns=int(item.mtime * 1e9) if item.mtime else None,
         tz=options.tz or _zone(item.tz_name),
         boot_time_ns=item.boot_time_ns,
-        receipt_ts=receipt_lookup(item.receipt_index),
+        receipt_ts=receipt_lookup(item.receipt_index) if shown is None else shown.receipts(
+            receipt_lookup(item.receipt_index)),  # a peeled collector stamp is a receipt time
         notable=notable,
     )
     events: list[Event] = []
     metrics: list[MetricSample] = []
-    doc.progress = progress
+    work.progress = progress
     try:
-        for rec in parser.parse(doc, ctx):
+        for rec in parser.parse(work, ctx):
             if isinstance(rec, MetricSample):
                 metrics.append(rec)
             else:
@@ -148,13 +153,16 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
     except Exception as exc:  # a parser bug must cost one file, not the analysis
         ctx.warn(f"parser {parser.name} failed: {type(exc).__name__}: {exc}")
     finally:
-        doc.progress = None  # the document outlives the parse (evidence context, the TUI)
-    if doc.truncated_lines:
-        ctx.warn(f"{doc.truncated_lines} line(s) longer than 1 MiB were cut")
+        work.progress = None  # the document outlives the parse (evidence context, the TUI)
+    if work.truncated_lines:
+        ctx.warn(f"{work.truncated_lines} line(s) longer than 1 MiB were cut")
+    if shown is not None:  # evidence points at the raw lines, a label's rank/host is kept
+        events, metrics = shown.restore(events), shown.restore(metrics)
     events = place_boot_relative(events, item.boot_time_ns)
     kinds = sorted(Counter(e.kind for e in events))
     report = SourceReport(item.display, parser.name, item.host or next((e.host for e in events if e.host), None),
-                          len(events), len(metrics), warnings + ctx.warnings, kinds, confidence, doc)
+                          len(events), len(metrics), warnings + ctx.warnings, kinds, confidence, doc,
+                          shown.steps if shown is not None else [])
     return report, events, metrics
 
 
@@ -285,7 +293,8 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
         ],
         "sources": [
             {"path": s.path, "kind": s.kind, "host": s.host, "events": s.events, "metrics": s.metrics,
-             "record_kinds": s.record_kinds, "warnings": s.warnings}
+             "record_kinds": s.record_kinds, "warnings": s.warnings,
+             **({"presentation": s.presentation} if s.presentation else {})}  # what was peeled before parsing
             for s in analysis.sources
         ],
         "recordings": analysis.recordings,

@@ -203,9 +203,14 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.transforms is not None:
+        from forensics.match.invariance import run_invariance
+
+        names = [n for n in args.transforms.split(",") if n] or None
+        return run_invariance([Path(c) for c in args.corpus], names, _signature_dirs(args), verbose=args.verbose)
     from forensics.match.evaluate import run_eval
 
-    return run_eval(Path(args.corpus), _signature_dirs(args), verbose=args.verbose)
+    return max(run_eval(Path(c), _signature_dirs(args), verbose=args.verbose) for c in args.corpus)
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -333,12 +338,17 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="score the analyzer on a folder of labelled cases",
                         description="Score the analyzer on a folder of labelled cases: top-1/top-3 accuracy "
                                     "and false alarms.", epilog=EPILOG_EVAL, formatter_class=fmt)
-    ev.add_argument("corpus", metavar="CORPUS_DIR",
-                    help="folder of case folders, each with case.toml and its logs (e.g. tests/corpus)")
+    ev.add_argument("corpus", nargs="+", metavar="CORPUS_DIR",
+                    help="folder of case folders, each with case.toml and its logs (e.g. tests/corpus); "
+                         "with --transforms also bundles and loose logs")
     ev.add_argument("--signatures", action="append", metavar="DIR",
                     help=f"extra signature directory (repeatable; also ${SIGNATURES_ENV})")
     ev.add_argument("--verbose", action="store_true",
                     help="one line per case: ok/MISS, wanted and found signature, confidence")
+    ev.add_argument("--transforms", nargs="?", const="", metavar="NAMES",
+                    help="instead of scoring, rewrite each case's text (launcher prefixes, line numbers, quoting, "
+                         "CRLF, wrapping, excerpts, chatter, locales, gzip; comma-separated names, all by default) "
+                         "and report how often the root cause stays the same; cases, bundles and loose logs")
     ev.set_defaults(func=cmd_eval)
 
     lint = sub.add_parser("lint-signatures", help="check signature files and report errors with file:line",

@@ -135,6 +135,8 @@ class TextDocument:
     # -- random access ------------------------------------------------------------------------
     def line_starts(self) -> list[int]:
         """Byte offsets of every line start (built once, on first use)."""
+        if self._line_starts is None and len(self.data) >= NUMPY_STARTS_MIN:
+            self._line_starts = _numpy_line_starts(self.data)
         if self._line_starts is None:
             starts = [0]
             data, pos = self.data, 0
@@ -272,6 +274,8 @@ _HS_CACHE: dict[tuple[tuple[bytes, ...], frozenset[bytes]], object] = {}
 HS_MIN_BYTES = 256 << 10
 #: Documents from this size on count newlines with numpy (~6 GB/s against ~1.6 GB/s).
 NUMPY_COUNT_MIN = 256 << 20
+#: Documents from this size on find their line starts with numpy (its import costs what ~30 MB of the loop do).
+NUMPY_STARTS_MIN = 64 << 20
 #: Set to False (tests, benchmarks) to force the pure-Python sweep.
 USE_HYPERSCAN = True
 
@@ -475,6 +479,18 @@ def _hit_line_starts_find(data: bytes, lits: list[bytes], capped: set[bytes], li
                 break
             pos = find(lit, nl + 1)
     return hits
+
+
+def _numpy_line_starts(data: bytes) -> list[int] | None:
+    """:meth:`TextDocument.line_starts` vectorised (a 1 GB log has ~10 M lines); None without numpy."""
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
+    if len(ends) and int(ends[-1]) >= len(data):
+        ends = ends[:-1]
+    return [0, *ends.tolist()]
 
 
 def _newline_counter(data: bytes) -> Callable[[int, int], int]:

@@ -106,7 +106,10 @@ class NvidiaSmiCsvParser:
         if len(cells) >= 2 and _is_header(cells):
             return 0.95
         rows = [h for h in head[:10] if "," in h]
-        if rows and all(_BUS.search(r) or _TS.match(r) for r in rows) and not any("|" in r for r in rows):
+        # Headerless rows: every line a row of the same width (kernel lines naming a bus id are not).
+        same_width = len({r.count(",") for r in rows}) == 1 and len(rows) == len([h for h in head[:10] if h.strip()])
+        if rows and same_width and all(_BUS.search(r) or _TS.match(r) for r in rows) \
+                and not any("|" in r for r in rows):
             return 0.7
         return 0.0
 

@@ -136,6 +136,9 @@ _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun",
 
 # -- prefixes ---------------------------------------------------------------------------------
 
+#: Marks the writer of a line whose launcher label was peeled (``\x1fnode07:\x1f``): records are read
+#: from one writer's lines, as with the prefixes below.
+WRITER_TAG = "\x1f"
 _LEVEL = r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _SRUN_LABEL = re.compile(r"^\s{0,4}(?P<label>\d{1,5}): ")
 _RANK = re.compile(r"^\[(?:rank|default) ?(?P<rank>\d+)\](?::\s?| )")
@@ -220,6 +223,12 @@ def split_body(text: str, srun_labels: bool = False) -> Body:
             key_parts.append("n" + label)
             text = text[m.end():]
     for _ in range(3):
+        if text.startswith(WRITER_TAG):  # a launcher label peeled by forensics/presentation.py, kept as the writer
+            end = text.find(WRITER_TAG, 1)
+            if end > 0:
+                key_parts.append("w" + text[1:end])
+                text = text[end + 1:]
+                continue
         if "]<std" in text[:40]:
             m = _OMPI_TAG.match(text)
             if m:
