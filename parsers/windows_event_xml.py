@@ -19,7 +19,7 @@ from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.windows_events import build_winevent, parse_iso_utc
 from forensics.textdoc import TextDocument
 
-__all__ = ["PARSER", "iter_event_xml"]
+__all__ = ["PARSER", "iter_event_xml", "salvage_event_xml"]
 
 _EVENT_START = re.compile(rb"<Event[\s>]")
 _EVENT_END = b"</Event>"
@@ -160,6 +160,30 @@ def iter_event_xml(doc: TextDocument, ctx: ParseContext, extra: dict[str, Any] |
             detail=detail,
             extra=attrs,
         )
+
+
+_SALVAGE = {
+    "provider": re.compile(r"<Provider\s[^>]*?Name=[\"']([^\"']+)"),
+    "event_id": re.compile(r"<EventID[^>]*>\s*(\d+)\s*</EventID>"),
+    "level": re.compile(r"<Level>\s*(\d+)\s*</Level>"),
+    "time": re.compile(r"<TimeCreated\s[^>]*?SystemTime=[\"']([^\"']+)"),
+    "computer": re.compile(r"<Computer>([^<]+)</Computer>"),
+}
+_NAMED_DATA = re.compile(r"<Data\s+Name=[\"']([^\"']+)[\"']\s*>([^<]*)</Data>")
+
+
+def salvage_event_xml(text: str) -> dict[str, Any]:
+    """The System fields and named ``<Data>`` of an ``<Event>`` that was cut before its end (a paste
+    that stopped mid-way): language-neutral facts a localized text export would otherwise lose."""
+    out: dict[str, Any] = {}
+    for key, rx in _SALVAGE.items():
+        m = rx.search(text)
+        if m:
+            out[key] = int(m.group(1)) if key in ("event_id", "level") else m.group(1).strip()
+    named = {m.group(1): m.group(2).strip() for m in _NAMED_DATA.finditer(text)}
+    if named:
+        out["named"] = named
+    return out
 
 
 _NS = "schemas.microsoft.com/win/2004/08/events/event"
