@@ -112,3 +112,59 @@ def test_table_ecc_cell() -> None:
     _kind, events = _events(healthy.replace("Off |                    0 |", "Off |                    1 |"))
     (ecc,) = [e for e in events if "Volatile Uncorr. ECC 1" in e.message]
     assert ecc.gpu == "0000:00:07.0" and ecc.severity is Severity.ERROR
+
+
+def test_dcgm_hostengine_health_line_and_noise() -> None:
+    kind, events = _events((DATA / "dcgm270-hostengine-health-thermal.log").read_text())
+    assert kind == "dcgm-hostengine"
+    (ev,) = events
+    assert ev.kind == "dcgm" and ev.gpu == "2" and ev.attrs["health_system"] == "Thermal"
+    assert ev.message.startswith("DCGM health Thermal: Warning - Detected clocks event due to thermal violation")
+    assert _root(DATA / "dcgm270-hostengine-health-thermal.log") == "thermal-or-power-throttle"
+    kind, events = _events((DATA / "dcgm174-hostengine-nvswitch-noise.log").read_text())
+    assert kind == "dcgm-hostengine"
+    assert len(events) == 3  # the same poll error, kept a few times only
+    assert events[0].ts is not None and events[0].attrs["module"] == "NvSwitch"
+    assert events[0].attrs["src"].endswith("DcgmModuleNvSwitch.cpp:388")
+    assert _root(DATA / "dcgm174-hostengine-nvswitch-noise.log") is None
+
+
+def test_dcgmi_health_json_healthy_and_warning() -> None:
+    kind, events = _events((DATA / "dcgm263-health-healthy.json").read_text())
+    assert kind == "dcgmi-json"
+    assert [e.message for e in events] == ["dcgmi health: Overall Health Healthy"]
+    # Shape: the same report with a GPU whose NVLink and memory systems warn (the children layout of
+    # `dcgmi health -c -j` in DCGM 3.x).
+    text = """{"body": {"GPU ID: 3": {"children": {"NVLink system": {"children": {"Warning": {"value":
+ "Detected a NvLink CRC flit error rate above threshold for GPU 3"}}, "value": "Warning"},
+ "Memory system": {"children": {"Failure": {"value": "A double-bit ECC error has occurred on GPU 3."}},
+ "value": "Failure"}}, "value": "Failure"}, "Overall Health": {"value": "Failure"}},
+ "header": ["Health Monitor Report"]}"""
+    kind, events = _events(text)
+    assert kind == "dcgmi-json"
+    by = {e.attrs["health_system"]: e for e in events if "health_system" in e.attrs}
+    assert set(by) == {"NVLink", "Memory"} and all(e.gpu == "3" for e in by.values())
+    assert by["Memory"].severity is Severity.ERROR and "double-bit ECC error" in by["Memory"].message
+
+
+def test_dcgmi_diag_json() -> None:
+    # Shape: `dcgmi diag -r 3 -j` layout of DCGM 3.x (test_categories → tests → results).
+    text = """{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [
+ {"name": "GPU Memory", "results": [{"gpu_id": "0", "status": "Pass"},
+  {"gpu_id": "1", "status": "Fail", "warnings": [{"warning": "GPU 1 had uncorrectable memory errors", "error_id": 3}]}]}
+ ]}], "version": "3.3.5"}}"""
+    kind, events = _events(text)
+    assert kind == "dcgmi-json"
+    (ev,) = events
+    assert ev.message == "dcgmi diag GPU Memory: Fail - GPU: 1 — GPU 1 had uncorrectable memory errors"
+    assert ev.gpu == "1" and ev.severity is Severity.ERROR
+
+
+def test_dcgmi_health_table() -> None:
+    from forensics.parsers import parser_by_name
+
+    kind, events = _events(parser_by_name("dcgmi-health").samples[0])
+    assert kind == "dcgmi-health"
+    warn = next(e for e in events if e.attrs.get("health_system") == "PCIe")
+    assert warn.gpu == "0" and "13 Reconnect PCIe card." in warn.message
+    assert any(e.attrs.get("overall") == "warning" for e in events)
