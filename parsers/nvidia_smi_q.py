@@ -81,8 +81,10 @@ def facts_from_leaves(f: GpuFacts, leaves: Leaves) -> GpuFacts:
             f.ecc_unc_unscoped.append((key.replace("sram", "SRAM").replace("dram", "DRAM"), n))  # grep output
         elif "retired pages" in sect and key.startswith("pending"):
             f.retired_pending = _yes(value)
-        elif "retired pages" in sect and n is not None and key.startswith(("double bit", "single bit")):
-            if key.startswith("double"):
+        elif "retired pages" in sect and n is not None and (
+                key.startswith(("double bit", "single bit"))  # -q: "Double Bit ECC : 3"
+                or (key == "retired count" and sect[-1].startswith(("double bit", "multiple single bit")))):  # -q -x
+            if key.startswith("double") or sect[-1].startswith("double"):
                 f.retired_dbe = n
             else:
                 f.retired_sbe = n
@@ -93,7 +95,8 @@ def facts_from_leaves(f: GpuFacts, leaves: Leaves) -> GpuFacts:
                 f.remap_failure = _yes(value)
             elif key.startswith("uncorrectable"):
                 f.remap_unc_rows = n
-            elif sect[-1].startswith("bank remap availability") and key == "none" and n is not None:
+            elif sect[-1].startswith(("bank remap availability", "remapped row histogram")) \
+                    and key in ("none", "row remap histogram none") and n is not None:
                 f.remap_banks_exhausted = n
         elif key == "gpu recovery action":
             f.recovery_action = value.strip()

@@ -168,3 +168,37 @@ def test_dcgmi_health_table() -> None:
     warn = next(e for e in events if e.attrs.get("health_system") == "PCIe")
     assert warn.gpu == "0" and "13 Reconnect PCIe card." in warn.message
     assert any(e.attrs.get("overall") == "warning" for e in events)
+
+
+def test_xml_retired_pages_and_remap_histogram() -> None:
+    # Shape: `nvidia-smi -q -x` tags of the retired-pages and row-remapper sections (nvsmi DTD names).
+    text = """<?xml version="1.0" ?>
+<nvidia_smi_log>
+  <driver_version>535.161.08</driver_version>
+  <gpu id="00000000:3B:00.0">
+    <product_name>NVIDIA A100-SXM4-80GB</product_name>
+    <retired_pages>
+      <multiple_single_bit_retirement><retired_count>0</retired_count></multiple_single_bit_retirement>
+      <double_bit_retirement><retired_count>2</retired_count></double_bit_retirement>
+      <pending_blacklist>No</pending_blacklist>
+      <pending_retirement>No</pending_retirement>
+    </retired_pages>
+    <remapped_rows>
+      <remapped_row_corr>0</remapped_row_corr>
+      <remapped_row_unc>1</remapped_row_unc>
+      <remapped_row_pending>No</remapped_row_pending>
+      <remapped_row_failure>No</remapped_row_failure>
+      <remapped_row_histogram>
+        <row_remap_histogram_max>639 bank(s)</row_remap_histogram_max>
+        <row_remap_histogram_none>1 bank(s)</row_remap_histogram_none>
+      </remapped_row_histogram>
+    </remapped_rows>
+  </gpu>
+</nvidia_smi_log>
+"""
+    kind, events = _events(text)
+    assert kind == "nvidia-smi-xml"
+    msgs = [e.message for e in events]
+    assert any("retired pages: 2 for double-bit" in m for m in msgs), msgs
+    assert any("rows remapped after uncorrectable errors: 1" in m for m in msgs), msgs
+    assert any("1 memory bank(s) have no spare row left" in m for m in msgs), msgs
