@@ -249,7 +249,7 @@ Guest message:
         if b.xml_lines:  # "Copy details as text" with its Event Xml: the XML is the better record
             start = b.xml_lines[0].offset
             end = b.xml_lines[-1].offset + len(b.xml_lines[-1].text.encode())
-            xml_events = list(iter_event_xml(doc, ctx, start=start, end=end, extra={"export": b.shape}))
+            xml_events = list(iter_event_xml(doc, ctx, start=start, end=end, extra={"export": b.shape}, cut_ok=True))
             if xml_events:
                 yield from xml_events
                 return

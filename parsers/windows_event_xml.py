@@ -103,8 +103,9 @@ def _fields(root: ET.Element) -> dict[str, Any]:
 
 
 def iter_event_xml(doc: TextDocument, ctx: ParseContext, extra: dict[str, Any] | None = None,
-                   start: int = 0, end: int | None = None) -> Iterator[Record]:
-    """Every ``<Event>`` element of ``doc`` (within bytes ``start:end``) as a ``winevent``."""
+                   start: int = 0, end: int | None = None, cut_ok: bool = False) -> Iterator[Record]:
+    """Every ``<Event>`` element of ``doc`` (within bytes ``start:end``) as a ``winevent``; ``cut_ok``:
+    an element cut before ``</Event>`` is the caller's to salvage (no warning)."""
     data = doc.data
     limit = len(data) if end is None else end
     pos = start
@@ -116,7 +117,8 @@ def iter_event_xml(doc: TextDocument, ctx: ParseContext, extra: dict[str, Any] |
         ev_start = m.start()
         ev_end = data.find(_EVENT_END, ev_start, limit)
         if ev_end < 0:
-            ctx.warn("an <Event> element is not closed (file cut?); skipped", doc.line_at(ev_start))
+            if not cut_ok:
+                ctx.warn("an <Event> element is not closed (file cut?); skipped", doc.line_at(ev_start))
             return
         ev_end += len(_EVENT_END)
         pos = ev_end

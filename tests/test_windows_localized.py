@@ -31,6 +31,8 @@ def test_chinese_details_export_with_cut_xml() -> None:
     # the cut XML's SystemTime (UTC) wins over the local "日期:" line
     assert ev.ts_source is TsSource.EXACT and ev.ts == 1729667928004079000
     assert "[BugcheckCode 80 = 0x50]" in ev.message
+    report, _events2, _m = parse_input(InputFile("export.txt", ZH.read_bytes(), mtime=1.7e9), Options())
+    assert report.warnings == []  # the cut XML is salvaged, not reported as skipped
 
 
 def test_chinese_kernel_power_41_verdict_follows_the_bugcheck_code(tmp_path: Path) -> None:
