@@ -202,3 +202,19 @@ def test_xml_retired_pages_and_remap_histogram() -> None:
     assert any("retired pages: 2 for double-bit" in m for m in msgs), msgs
     assert any("rows remapped after uncorrectable errors: 1" in m for m in msgs), msgs
     assert any("1 memory bank(s) have no spare row left" in m for m in msgs), msgs
+
+
+def test_dcgmi_diag_dcgm4_per_gpu_rows() -> None:
+    real = (DATA / "dcgm253-diag-dcgm4-pass.txt").read_text()
+    kind, events = _events(real)
+    assert kind == "dcgmi-diag"
+    assert [e.message for e in events] == ["dcgmi diag: 1 tests, 0 failed"]
+    # Shape: the same table with one GPU failing and a DCGM 4 "Warning: GPU2" note row
+    failing = real.replace("| software                  | Pass  ", "| software                  | Fail  ").replace(
+        "|                           | GPU2: Pass                                     |",
+        "|                           | GPU2: Fail                                     |\n"
+        "| Warning: GPU2             | Persistence mode for GPU 2 is disabled.        |")
+    _kind, events = _events(failing)
+    bad = next(e for e in events if e.attrs.get("test") == "software")
+    assert bad.gpu == "2" and bad.attrs["gpus"] == ["2"]
+    assert "GPU3" not in bad.message and "Persistence mode for GPU 2 is disabled." in bad.message
