@@ -18,6 +18,11 @@ DATA = Path(__file__).parent / "data" / "health"
     "wsl40580-dxg-fortify-warning.dmesg",
     "wsl9029-dxg-ioctl-fscache.dmesg",
     "nccltests82-broadcast-healthy.log",
+    "wsl11939-dxg-boot-ioctl.dmesg",
+    "dcgm272-nvvs-debug-warnings.log",
+    "dcgm174-hostengine-nvswitch-noise.log",
+    "stas00-dmesg-grep-limited-by.txt",
+    "rpi712-bridge-x1-limited.dmesg",
 ])
 def test_healthy_real_log_has_no_root_cause(name: str) -> None:
     analysis = analyze([str(DATA / name)], Options())
