@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from forensics.parsers import (
     bundle_manifest,
+    dcgm_hostengine,
     dcgmi,
+    dcgmi_health,
+    dcgmi_json,
     dmesg,
     dmesg_ctime,
     dmesg_delta,
@@ -69,6 +72,9 @@ PARSERS: tuple[Parser, ...] = (
     nvidia_smi_pmon.PARSER,
     nvidia_smi_csv.PARSER,
     dcgmi.PARSER,
+    dcgmi_health.PARSER,
+    dcgmi_json.PARSER,
+    dcgm_hostengine.PARSER,
     lspci.PARSER,
     k8s_device_plugin.PARSER,
     nvidia_smi.PARSER,

@@ -20,9 +20,18 @@ __all__ = ["PARSER"]
 
 _ROW = re.compile(r"^\|\s*(.*?)\s*\|\s*(.*?)\s*\|\s*$")
 _SECTION = re.compile(r"^[|+]\s*-{3,}\s*([A-Za-z][A-Za-z ]*?)\s*-{2,}")
-_RESULT = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run)\b", re.I)
+_RESULT = re.compile(r"^(?:GPU\s*\d+\s*:\s*)?(Pass|Fail|Warn|Skip|Not Run)\b", re.I)
+#: DCGM 4 prints one result row per GPU (``GPU0: Fail``) and notes as ``Warning: GPU0`` / ``Info: GPU1``
+_GPU_RESULT = re.compile(r"^GPU\s*(\d+)\s*:\s*(\w+)", re.I)
+_NOTE_GPU = re.compile(r"^(Warning|Info|Error)\s*:\s*GPU\s*(\d+)$", re.I)
 _GPUS = re.compile(r"GPUs?\s*:?\s*((?:\d+\s*,?\s*)+)")
 _NOTES = ("warning", "info", "error")
+
+
+def _word(result: str) -> str:
+    """The result word of one result cell: ``Fail - GPU: 1`` / ``GPU0: Fail`` → ``fail``."""
+    m = _RESULT.match(result)
+    return m.group(1).lower() if m else (result.split() or [""])[0].lower()
 
 
 @dataclass
@@ -36,7 +45,7 @@ class _Test:
 
     @property
     def verdict(self) -> str:
-        words = {r.split()[0].lower() for r in self.results if r}
+        words = {_word(r) for r in self.results if r}
         return "fail" if "fail" in words else "warn" if "warn" in words else "pass" if "pass" in words else "other"
 
 
@@ -99,7 +108,12 @@ class DcgmiDiagParser:
                 continue
             if section.lower() == "metadata":
                 continue
-            if name.lower() in _NOTES and current is not None:
+            nm = _NOTE_GPU.match(name)
+            if nm and current is not None:  # DCGM 4: "Warning: GPU0 | text"
+                current.notes.append(f"GPU {nm.group(2)} {value}")
+                note_target = current.notes
+                current.last_no = line.no
+            elif name.lower() in _NOTES and current is not None:
                 current.notes.append(value)
                 note_target = current.notes
                 current.last_no = line.no
@@ -108,7 +122,10 @@ class DcgmiDiagParser:
                 tests.append(current)
                 note_target = None
             elif current is not None:  # a wrapped cell or a second result line
-                if note_target is not None:
+                if _GPU_RESULT.match(value) and _RESULT.match(value):  # DCGM 4: one "GPUn: Result" row per GPU
+                    current.results.append(value)
+                    note_target = None
+                elif note_target is not None:
                     note_target[-1] = f"{note_target[-1]} {value}".strip()
                 elif _RESULT.match(value) or not current.results:
                     current.results.append(value)
@@ -120,10 +137,11 @@ class DcgmiDiagParser:
             if t.verdict not in ("fail", "warn"):
                 continue
             failed += t.verdict == "fail"
-            bad = [r for r in t.results if r.lower().startswith(t.verdict)]
-            gpus = sorted({g.strip() for r in bad + t.notes for m in _GPUS.finditer(r)
-                           for g in m.group(1).split(",") if g.strip()} |
-                          {m.group(1) for n in t.notes for m in re.finditer(r"GPU (\d+)", n)})
+            bad = [r for r in t.results if _word(r) == t.verdict]
+            per_gpu = {m.group(1) for r in bad for m in [_GPU_RESULT.match(r)] if m}
+            gpus = sorted(per_gpu or ({g.strip() for r in bad + t.notes for m in _GPUS.finditer(r)
+                                       for g in m.group(1).split(",") if g.strip()} |
+                                      {m.group(1) for n in t.notes for m in re.finditer(r"GPU (\d+)", n)}))
             msg = f"dcgmi diag {t.name}: {'; '.join(bad) or t.verdict}"
             if t.notes:
                 msg += " — " + " ".join(t.notes)

@@ -11,6 +11,7 @@ tests pick the family before any regex runs. Message shapes follow real logs (se
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,7 @@ _LEVEL_SEVERITY = (Severity.CRITICAL, Severity.CRITICAL, Severity.CRITICAL, Seve
 
 #: literals that make a line of a huge kernel log worth reading (see parsers/kernlog.py)
 TRIGGER_LITERALS: tuple[bytes, ...] = (
-    b"NVRM", b"Xid", b"nvidia", b"AER", b"PCIe Bus Error", b"DPC", b"pcieport", b"limited by", b"DMAR",
+    b"NVRM", b"Xid", b"nvidia", b"AER", b"PCIe Bus Error", b"DPC", b"pcieport", b"limited by", b"DMAR", b"[10de:",
     b"AMD-Vi", b"IO_PAGE_FAULT", b"smmu", b"oom", b"Out of memory", b"Killed process", b"blocked for more than",
     b"soft lockup", b"hard LOCKUP", b"rcu_", b"dxg", b"Oops", b"BUG:", b"Kernel panic", b"segfault",
     b"Linux version", b"-- Boot", b"-- Reboot", b"general protection", b"Call Trace",
@@ -254,10 +255,49 @@ def _pcie_link(text: str, m: re.Match[str]) -> KernelInfo:
         attrs["gen"] = gen
     if gen_max:
         attrs["gen_max"] = gen_max
+    narrow = attrs["width"] < attrs["width_max"]
+    slow = attrs["speed_gts"] < attrs["speed_max_gts"]
+    attrs["limited"] = "both" if narrow and slow else "width" if narrow else "speed" if slow else "none"
+    attrs["device"] = "unknown"  # "gpu" / "other" once the file's enumeration lines say (mark_link_devices)
     dm = _DEV_PREFIX_RE.match(text)
     if dm:
         attrs["pci"] = dm.group(2)
+        if dm.group(1) == "nvidia":
+            attrs["device"] = "gpu"
     return KernelInfo("pcie-link", Severity.WARNING, None, None, attrs, generic=False)
+
+
+#: ``pci 0000:01:00.0: [10de:2684] type 00 class 0x030000``: a function's vendor:device and class
+_ENUM_RE = re.compile(r"\bpci ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): \[([0-9a-f]{4}):[0-9a-f]{4}\] "
+                      r"type [0-9a-f]{2} class 0x([0-9a-f]{6})")
+_NV_DRIVER_RE = re.compile(r"\bnvidia ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):")
+
+
+def mark_link_devices(events: list[Any]) -> list[Any]:
+    """Say for each ``pcie-link`` event whether its device is a GPU (``device``: ``gpu`` / ``other``),
+    from the same file's PCI enumeration lines (class 0x0300xx VGA / 0x0302xx 3D controller) and
+    lines the nvidia driver prints with the address; a GPU's link event also gets its ``gpu``."""
+    classes: dict[str, bool] = {}
+    for e in events:
+        if e.kind == "pcie-link":
+            continue
+        m = _ENUM_RE.search(e.message)
+        if m:
+            classes[m.group(1)] = m.group(3).startswith(("0300", "0302"))
+        n = _NV_DRIVER_RE.search(e.message)
+        if n:
+            classes.setdefault(n.group(1), True)
+    if not classes:
+        return events
+    out = []
+    for e in events:
+        pci = e.attrs.get("pci") if e.kind == "pcie-link" else None
+        if pci in classes and e.attrs.get("device") == "unknown":
+            is_gpu = classes[pci]
+            e = dataclasses.replace(e, gpu=pci if is_gpu else e.gpu,
+                                    attrs={**e.attrs, "device": "gpu" if is_gpu else "other"})
+        out.append(e)
+    return out
 
 
 # -- IOMMU -------------------------------------------------------------------------------------

@@ -30,7 +30,13 @@ from typing import Any, Protocol
 from forensics.clock import YEAR_INFERRED, YearlessClock
 from forensics.events import Event, Severity, TsSource
 from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.kernel_messages import LEVEL_NAMES, TRIGGER_LITERALS, classify, level_severity
+from forensics.parsers.kernel_messages import (
+    LEVEL_NAMES,
+    TRIGGER_LITERALS,
+    classify,
+    level_severity,
+    mark_link_devices,
+)
 from forensics.textdoc import Line, TextDocument
 
 __all__ = [
@@ -374,4 +380,6 @@ class KernelLogParser:
             events = resolve_walls(pairs, ctx, getattr(reader, "first_year", None))
         else:
             events = [event for event, _ in pairs]
+        if any(e.kind == "pcie-link" for e in events):
+            events = mark_link_devices(events)  # is the link-limited device a GPU?
         yield from hand_over(events, ctx)  # programs' journal lines: to the process-output parser

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["NcclLine", "bus_id_to_pci", "chain_code", "parse_nccl_line", "parse_nccl_tests"]
+__all__ = ["NcclLine", "bus_id_to_pci", "chain_code", "nccl_tests_outcome", "parse_nccl_line", "parse_nccl_tests"]
 
 _LINE = re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
                    r"(?:(?P<src>[\w./-]+:\d+) )?NCCL (?P<lv>INFO|WARN|ERROR|ABORT|TRACE) ?(?P<msg>.*)$")
@@ -101,6 +101,28 @@ def chain_code(rec: NcclLine) -> int | None:
 
 _TESTS_HEAD = re.compile(r"^# nThread (\d+) nGpus (\d+) minBytes (\d+) maxBytes (\d+)")
 _TESTS_FAIL = re.compile(r"Test (?:CUDA |NCCL )?failure (\S+)(?: '([^']*)')?")
+
+
+#: One nccl-tests result row: size, count, type, then redop and/or root, then time/algbw/busbw (any
+#: prefix before it: mpirun tags, ``srun -l`` labels). Its presence means collectives completed.
+_TESTS_ROW = re.compile(
+    rb"(?m)^[^\n]{0,60}?\s(\d+)\s+\d+\s+(?:float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64|"
+    rb"fp8_e4m3|fp8_e5m2|char|int|uint)\s+(?:[a-z]+\s+)?-?\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+"
+)
+_TESTS_PASSED = re.compile(rb"Out of bounds values\s*:\s*0\s+OK")
+_MAX_ROWS = 10_000
+
+
+def nccl_tests_outcome(data: bytes, start: int) -> dict[str, Any]:
+    """What followed an nccl-tests header at byte ``start``: how many result rows (capped) and whether the
+    ``Out of bounds values : 0 OK`` summary was printed. A header with no row after it is a run that never
+    finished one collective (a hang, or output cut right there)."""
+    rows = 0
+    for _ in _TESTS_ROW.finditer(data, start):
+        rows += 1
+        if rows >= _MAX_ROWS:
+            break
+    return {"result_rows": rows, "passed": _TESTS_PASSED.search(data, start) is not None}
 
 
 def parse_nccl_tests(text: str) -> tuple[str, dict[str, Any], bool] | None:

@@ -117,6 +117,7 @@ Unable to determine the device handle for GPU 0000:05:00.0: GPU is lost.  Reboot
         ts_source = TsSource.NONE
         driver: str | None = None
         seen_gpus: set[str] = set()
+        seen_ecc: set[tuple[str, str]] = set()
         seen_procs: set[tuple[str, int]] = set()
         index_to_bus: dict[str, str] = {}
         pending: tuple[str, str, str, Line] | None = None  # index, name, bus id, line of the first row
@@ -137,6 +138,13 @@ Unable to determine the device handle for GPU 0000:05:00.0: GPU is lost.  Reboot
                 bus = normalize_bus_id(bus_text) or bus_text
                 index_to_bus[idx] = bus
                 pending = (idx, name, bus, line)
+                ecc = m.group(6).strip()
+                if ecc.isdigit() and int(ecc) > 0 and (bus, ecc) not in seen_ecc:
+                    seen_ecc.add((bus, ecc))  # the table's "Volatile Uncorr. ECC" cell
+                    yield smi_event(ctx, ctx.origin(line), "nvidia-smi",
+                                    f"GPU {idx} ({bus}): Volatile Uncorr. ECC {ecc} (uncorrectable ECC errors since "
+                                    "the driver loaded)", ts=ts, ts_source=ts_source, severity=Severity.ERROR, gpu=bus,
+                                    attrs={"tool": self.name, "pci": bus, "ecc_uncorrectable_volatile": int(ecc)})
                 if bus not in seen_gpus:
                     seen_gpus.add(bus)
                     yield smi_event(ctx, ctx.origin(line), "gpu-info", f"GPU {idx}: {name} at {bus}",

@@ -84,6 +84,14 @@ class GpuFacts:
     ecc_unc_aggregate: float | None = None
     ecc_corr_volatile: float | None = None
     sram_unc_sources: dict[str, float] = field(default_factory=dict)
+    #: uncorrectable counts by ``"<volatile|aggregate> <SRAM|DRAM|device memory|…>"``, for the message
+    ecc_unc_parts: dict[str, float] = field(default_factory=dict)
+    #: uncorrectable counters printed outside an ECC Errors / Volatile / Aggregate section (a ``grep``)
+    ecc_unc_unscoped: list[tuple[str, float]] = field(default_factory=list)
+    retired_dbe: float | None = None
+    retired_sbe: float | None = None
+    #: Bank Remap Availability Histogram ``None``: banks with no spare row left
+    remap_banks_exhausted: float | None = None
     remap_pending: bool | None = None
     remap_failure: bool | None = None
     remap_unc_rows: float | None = None
@@ -107,7 +115,8 @@ _BAD_REASONS = ("hw slowdown", "hw thermal", "hw power brake", "sw thermal")
 def facts_records(f: GpuFacts, ctx: ParseContext, ts: int | None, ts_source: TsSource,
                   tool: str) -> Iterator[Record]:
     """A ``gpu-info`` event with the facts, notable states as their own events, one MetricSample."""
-    base = {"tool": tool, "pci": f.gpu}
+    gpu = f.gpu or None  # "" = a `-q` excerpt pasted without its `GPU <bus id>` line
+    base = {"tool": tool, "pci": gpu}
     info = {k: v for k, v in {
         "name": f.name, "uuid": f.uuid, "serial": f.serial, "vbios": f.vbios, "driver": f.driver,
         "ecc_uncorrectable_volatile": f.ecc_unc_volatile, "ecc_uncorrectable_aggregate": f.ecc_unc_aggregate,
@@ -118,12 +127,12 @@ def facts_records(f: GpuFacts, ctx: ParseContext, ts: int | None, ts_source: TsS
         "replays": f.replays, "clock_reasons": f.clock_reasons_active or None,
     }.items() if v is not None}
     label = f.name or "GPU"
-    yield smi_event(ctx, f.origin, "gpu-info", f"{label} at {f.gpu}" + (f" ({f.uuid})" if f.uuid else ""),
-                    ts=ts, ts_source=ts_source, gpu=f.gpu, attrs={**base, **info})
+    yield smi_event(ctx, f.origin, "gpu-info", f"{label} at {f.gpu or '?'}" + (f" ({f.uuid})" if f.uuid else ""),
+                    ts=ts, ts_source=ts_source, gpu=gpu, attrs={**base, **info})
 
     def notable(message: str, severity: Severity, **attrs: Any) -> Event:
-        return smi_event(ctx, f.origin, "gpu-info", f"GPU {f.gpu}: {message}", ts=ts, ts_source=ts_source,
-                         severity=severity, gpu=f.gpu, attrs={**base, **attrs})
+        return smi_event(ctx, f.origin, "gpu-info", f"GPU {f.gpu or '?'}: {message}", ts=ts, ts_source=ts_source,
+                         severity=severity, gpu=gpu, attrs={**base, **attrs})
 
     if f.remap_pending:
         yield notable("Remapped Rows Pending: Yes (row remap waits for a GPU reset)", Severity.WARNING,
@@ -135,13 +144,34 @@ def facts_records(f: GpuFacts, ctx: ParseContext, ts: int | None, ts_source: TsS
     unc = max(f.ecc_unc_volatile or 0, f.ecc_unc_aggregate or 0)
     sources = {k: v for k, v in f.sram_unc_sources.items() if v}
     extra = f" (SRAM sources: {', '.join(f'{k}={v:g}' for k, v in sources.items())})" if sources else ""
+    parts = {k: v for k, v in f.ecc_unc_parts.items() if v}
+    where = f" [{'; '.join(f'{k} {v:g}' for k, v in parts.items())}]" if parts else ""
     if unc > 0:
+        # volatile > 0: an uncorrectable error since the driver loaded (it killed work on this GPU);
+        # aggregate only: the GPU's lifetime record (a risk, not this run's failure)
         yield notable(f"uncorrectable ECC errors: volatile {f.ecc_unc_volatile or 0:g}, "
-                      f"aggregate {f.ecc_unc_aggregate or 0:g}{extra}", Severity.ERROR,
+                      f"aggregate {f.ecc_unc_aggregate or 0:g}{where}{extra}",
+                      Severity.ERROR if (f.ecc_unc_volatile or 0) > 0 else Severity.WARNING,
                       ecc_uncorrectable_volatile=f.ecc_unc_volatile, ecc_uncorrectable_aggregate=f.ecc_unc_aggregate,
-                      sram_sources=sources)
+                      ecc_uncorrectable_parts=parts, sram_sources=sources)
     elif sources:  # the per-unit lifetime counts can be set while the totals read 0 or N/A
         yield notable(f"uncorrectable SRAM errors recorded by unit{extra}", Severity.ERROR, sram_sources=sources)
+    unscoped = [(k, v) for k, v in f.ecc_unc_unscoped if v]
+    if unscoped and unc <= 0:
+        yield notable("uncorrectable ECC error counters above zero (volatile/aggregate not shown): "
+                      + ", ".join(f"{k} {v:g}" for k, v in unscoped), Severity.ERROR,
+                      ecc_uncorrectable_unscoped=[v for _k, v in unscoped])
+    if f.retired_dbe:
+        yield notable(f"retired pages: {f.retired_dbe:g} for double-bit (uncorrectable) ECC errors"
+                      + (f", {f.retired_sbe:g} for single-bit" if f.retired_sbe else ""), Severity.WARNING,
+                      retired_dbe=f.retired_dbe, retired_sbe=f.retired_sbe)
+    if f.remap_unc_rows:
+        yield notable(f"rows remapped after uncorrectable errors: {f.remap_unc_rows:g}", Severity.WARNING,
+                      remapped_uncorrectable=f.remap_unc_rows)
+    if f.remap_banks_exhausted:
+        yield notable(f"row remapper: {f.remap_banks_exhausted:g} memory bank(s) have no spare row left "
+                      "(Bank Remap Availability Histogram: None)", Severity.WARNING,
+                      remap_banks_exhausted=f.remap_banks_exhausted)
     if f.recovery_action and f.recovery_action.strip().lower() not in ("none", "n/a", ""):
         yield notable(f"GPU Recovery Action: {f.recovery_action}", Severity.ERROR, recovery_action=f.recovery_action)
     if f.reset_required:
@@ -152,15 +182,16 @@ def facts_records(f: GpuFacts, ctx: ParseContext, ts: int | None, ts_source: TsS
                       Severity.ERROR, drain_and_reset_recommended=True)
     if f.link_width is not None and f.link_width_max is not None and f.link_width < f.link_width_max:
         yield smi_event(ctx, f.origin, "pcie-link",
-                        f"GPU {f.gpu}: PCIe link width x{f.link_width:g} below its maximum x{f.link_width_max:g}",
-                        ts=ts, ts_source=ts_source, severity=Severity.WARNING, gpu=f.gpu,
+                        f"GPU {f.gpu or '?'}: PCIe link width x{f.link_width:g} below its maximum "
+                        f"x{f.link_width_max:g}",
+                        ts=ts, ts_source=ts_source, severity=Severity.WARNING, gpu=gpu,
                         attrs={**base, "gen": f.link_gen, "gen_max": f.link_gen_max, "width": f.link_width,
                                "width_max": f.link_width_max})
     elif f.link_gen is not None and f.link_gen_max is not None and f.link_gen < f.link_gen_max:
         yield smi_event(ctx, f.origin, "pcie-link",
-                        f"GPU {f.gpu}: PCIe Gen{f.link_gen:g} below its maximum Gen{f.link_gen_max:g} "
+                        f"GPU {f.gpu or '?'}: PCIe Gen{f.link_gen:g} below its maximum Gen{f.link_gen_max:g} "
                         "(normal at idle; a problem under load)",
-                        ts=ts, ts_source=ts_source, severity=Severity.INFO, gpu=f.gpu,
+                        ts=ts, ts_source=ts_source, severity=Severity.INFO, gpu=gpu,
                         attrs={**base, "gen": f.link_gen, "gen_max": f.link_gen_max, "width": f.link_width,
                                "width_max": f.link_width_max})
     bad = [r for r in f.clock_reasons_active if any(b in r.lower() for b in _BAD_REASONS)]
@@ -179,6 +210,6 @@ def facts_records(f: GpuFacts, ctx: ParseContext, ts: int | None, ts_source: TsS
         values["ecc_dbe_volatile"] = f.ecc_unc_volatile
     if f.ecc_corr_volatile is not None:
         values["ecc_sbe_volatile"] = f.ecc_corr_volatile
-    if values:
+    if values and f.gpu:  # an excerpt without its GPU line names no GPU to chart
         yield MetricSample(ts=ts, ts_source=ts_source, gpu=f.gpu, values=values, origin=f.origin,
                            host=ctx.host, source=ctx.source)

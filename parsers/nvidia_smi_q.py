@@ -23,6 +23,15 @@ _KV = re.compile(r"^(\s*)(\S[^:]*?)\s+:\s?(.*)$")
 _SECTION = re.compile(r"^(\s*)(\S.*?)\s*$")
 
 Leaves = list[tuple[tuple[str, ...], str]]
+_UNSCOPED_UNC = re.compile(r"^(?:sram|dram) uncorrectable(?: parity| sec-ded)?$")
+#: Section titles and keys that only `nvidia-smi -q` prints: an excerpt holding them (pasted without
+#: the `GPU <bus id>` line, or grepped) is still this format.
+_Q_MARKS = re.compile(
+    r"^\s*(?:ECC Errors|Remapped Rows|Retired Pages|Clocks (?:Event|Throttle) Reasons|GPU Link Info|"
+    r"Bank Remap Availability Histogram|Aggregate Uncorrectable SRAM Sources|(?:SRAM|DRAM) (?:Unc|C)orrectable"
+    r"(?: Parity| SEC-DED)?\s+:|Remapping Failure Occurred\s+:|Pending Page Blacklist\s+:|"
+    r"HW (?:Thermal |Power Brake )?Slowdown\s+:|Replays Since Reset\s+:)\s*(?:$|\S)"
+)
 
 
 def _yes(v: str) -> bool | None:
@@ -51,8 +60,14 @@ def facts_from_leaves(f: GpuFacts, leaves: Leaves) -> GpuFacts:
         elif "ecc errors" in sect and n is not None:
             volatile = "volatile" in sect
             aggregate = "aggregate" in sect
-            is_unc = "uncorrectable" in key or ("double bit" in sect and key == "total")
+            # R450+: "SRAM/DRAM Uncorrectable[ Parity| SEC-DED]"; older: "Double Bit" > unit rows + "Total"
+            double = "double bit" in sect
+            is_unc = "uncorrectable" in key or (double and key == "total")
             is_corr = not is_unc and ("correctable" in key or ("single bit" in sect and key == "total"))
+            if is_unc and (volatile or aggregate):
+                scope = "volatile" if volatile else "aggregate"
+                part = "double-bit" if double else key.replace(" uncorrectable", "").split()[0].upper()
+                f.ecc_unc_parts[f"{scope} {part}"] = f.ecc_unc_parts.get(f"{scope} {part}", 0.0) + n
             if is_unc and volatile:
                 unc_v += n
                 seen_unc_v = True
@@ -62,8 +77,17 @@ def facts_from_leaves(f: GpuFacts, leaves: Leaves) -> GpuFacts:
             elif is_corr and volatile:
                 corr_v += n
                 seen_corr_v = True
+        elif not sect and _UNSCOPED_UNC.match(key) and n is not None:
+            f.ecc_unc_unscoped.append((key.replace("sram", "SRAM").replace("dram", "DRAM"), n))  # grep output
         elif "retired pages" in sect and key.startswith("pending"):
             f.retired_pending = _yes(value)
+        elif "retired pages" in sect and n is not None and (
+                key.startswith(("double bit", "single bit"))  # -q: "Double Bit ECC : 3"
+                or (key == "retired count" and sect[-1].startswith(("double bit", "multiple single bit")))):  # -q -x
+            if key.startswith("double") or sect[-1].startswith("double"):
+                f.retired_dbe = n
+            else:
+                f.retired_sbe = n
         elif "remapped rows" in sect:
             if key == "pending":
                 f.remap_pending = _yes(value)
@@ -71,6 +95,9 @@ def facts_from_leaves(f: GpuFacts, leaves: Leaves) -> GpuFacts:
                 f.remap_failure = _yes(value)
             elif key.startswith("uncorrectable"):
                 f.remap_unc_rows = n
+            elif sect[-1].startswith(("bank remap availability", "remapped row histogram")) \
+                    and key in ("none", "row remap histogram none") and n is not None:
+                f.remap_banks_exhausted = n
         elif key == "gpu recovery action":
             f.recovery_action = value.strip()
         elif key == "reset required":  # GPU Reset Status (XML <gpu_reset_status><reset_required>)
@@ -197,6 +224,11 @@ GPU 00000000:0C:00.0
         if re.search(r"^Timestamp\s+:", text, re.M) and re.search(r"^Driver Version\s+:", text, re.M) \
                 and re.search(r"^Attached GPUs\s+:", text, re.M):
             return 0.93
+        lines = [h for h in head[:40] if h.strip()]
+        marks = sum(1 for h in lines if _Q_MARKS.match(h))
+        shaped = sum(1 for h in lines if _KV.match(h) or _SECTION.match(h) and h.startswith(" "))
+        if lines and marks >= 2 and shaped >= 0.6 * len(lines):
+            return 0.8  # a `-q` excerpt: its sections or counters without the header
         return 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
@@ -206,6 +238,7 @@ GPU 00000000:0C:00.0
         facts: GpuFacts | None = None
         leaves: Leaves = []
         stack: list[tuple[int, str]] = []
+        seen_gpu = False
 
         def flush() -> Iterator[Record]:
             if facts is not None:
@@ -218,6 +251,7 @@ GPU 00000000:0C:00.0
                 continue
             gm = _GPU.match(text)
             if gm:
+                seen_gpu = True
                 yield from flush()
                 bus = normalize_bus_id(gm.group(1)) or gm.group(1)
                 facts = GpuFacts(gpu=bus, origin=ctx.origin(line))
@@ -237,10 +271,15 @@ GPU 00000000:0C:00.0
                     continue
                 while stack and stack[-1][0] >= indent:
                     stack.pop()
+                if facts is None and not seen_gpu:  # an excerpt pasted without its `GPU <bus id>` line
+                    facts = GpuFacts(gpu="", origin=ctx.origin(line))
                 leaves.append((tuple(s for _, s in stack) + (key,), value))
                 continue
             sm = _SECTION.match(text)
-            if sm and indent > 0:
+            if sm and facts is None and not seen_gpu and _Q_MARKS.match(text):
+                facts = GpuFacts(gpu="", origin=ctx.origin(line))
+                leaves, stack = [], []
+            if sm and (indent > 0 or (not seen_gpu and facts is not None)):
                 while stack and stack[-1][0] >= indent:
                     stack.pop()
                 stack.append((indent, sm.group(2).strip().lower()))

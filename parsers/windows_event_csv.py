@@ -33,12 +33,17 @@ _HEADERS = (
     ("ebene", "datum und uhrzeit", "quelle", "ereignis-id", "aufgabenkategorie"),
     ("niveau", "date et heure", "source", "id de l’événement", "catégorie de la tâche"),
     ("nivel", "fecha y hora", "origen", "id. del evento", "categoría de la tarea"),
+    ("niveau", "date et heure", "source", "id de l'événement", "catégorie de la tâche"),
+    ("级别", "日期和时间", "来源", "事件 id", "任务类别"),
+    ("層級", "日期和時間", "來源", "事件識別碼", "工作類別"),
+    ("レベル", "日付と時刻", "ソース", "イベント id", "タスクのカテゴリ"),
+    ("уровень", "дата и время", "источник", "код события", "категория задачи"),
 )
 
 
 def _header_kind(line: str) -> str | None:
     for sep in (",", "\t", ";"):
-        cells = [c.strip().strip('"').lower() for c in line.split(sep)]
+        cells = [c.strip().strip('"').lower() for c in line.lstrip("\ufeff").split(sep)]
         if len(cells) >= 5 and any(tuple(cells[:5]) == h for h in _HEADERS):
             return sep
     return None

@@ -21,7 +21,7 @@ from typing import Any
 
 from forensics.events import TsSource
 from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.windows_event_xml import iter_event_xml
+from forensics.parsers.windows_event_xml import iter_event_xml, salvage_event_xml
 from forensics.parsers.windows_events import (
     build_winevent,
     guess_date_order,
@@ -34,21 +34,45 @@ from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER", "insertion_strings"]
 
+#: "Copy details as text" field labels per UI language (English, German, French, Spanish, Italian,
+#: Portuguese, Russian, Chinese simplified and traditional, Japanese, Korean), lower-cased.
 _KEYS = {
     "log name": "channel", "protokollname": "channel", "nom du journal": "channel",
-    "source": "provider", "quelle": "provider",
-    "date": "date", "datum": "date",
+    "nombre de registro": "channel", "nome registro": "channel", "nome do log": "channel",
+    "имя журнала": "channel", "日志名称": "channel", "記錄檔名稱": "channel", "ログの名前": "channel",
+    "로그 이름": "channel",
+    "source": "provider", "quelle": "provider", "origen": "provider", "origine": "provider", "fonte": "provider",
+    "источник": "provider", "来源": "provider", "來源": "provider", "ソース": "provider", "원본": "provider",
+    "date": "date", "datum": "date", "fecha": "date", "data": "date", "дата": "date", "日期": "date",
+    "日付": "date", "날짜": "date",
     "event id": "event_id", "ereignis-id": "event_id", "id de l'événement": "event_id",
-    "task category": "task", "task": "task", "aufgabenkategorie": "task",
-    "level": "level", "ebene": "level", "niveau": "level",
-    "computer": "computer", "ordinateur": "computer",
+    "id de l’événement": "event_id", "id. del evento": "event_id", "id evento": "event_id",
+    "id do evento": "event_id", "код события": "event_id", "事件 id": "event_id", "事件識別碼": "event_id",
+    "イベント id": "event_id", "이벤트 id": "event_id",
+    "task category": "task", "task": "task", "aufgabenkategorie": "task", "catégorie de la tâche": "task",
+    "categoría de la tarea": "task", "categoria attività": "task", "categoria da tarefa": "task",
+    "категория задачи": "task", "任务类别": "task", "工作類別": "task", "タスクのカテゴリ": "task",
+    "작업 범주": "task",
+    "level": "level", "ebene": "level", "niveau": "level", "nivel": "level", "livello": "level",
+    "уровень": "level", "级别": "level", "層級": "level", "レベル": "level", "수준": "level",
+    "computer": "computer", "ordinateur": "computer", "equipo": "computer", "компьютер": "computer",
+    "计算机": "computer", "電腦": "computer", "コンピューター": "computer", "컴퓨터": "computer",
     "keywords": "keywords", "keyword": "keywords", "user": "user", "user name": "user_name",
     "opcode": "opcode", "schlüsselwörter": "keywords", "benutzer": "user",
 }
-_DESC_KEYS = ("description", "beschreibung")
-_KEY_LINE = re.compile(r"^\s*([A-Za-zÀ-ÿ' -]{2,30}?):\s*(.*)$")
+_DESC_KEYS = ("description", "beschreibung", "descripción", "descrizione", "descrição", "описание", "描述",
+              "説明", "설명")
+# A label is letters (any script), spaces and a few marks, then an ASCII or full-width colon.
+_KEY_LINE = re.compile(r"^\s*([^\W\d_][\w'’. -]{0,29}?)\s*[:：]\s*(.*)$")
 _WEVTUTIL_START = re.compile(r"^\s*Event\[\d+\]:\s*$")
-_DETAILS_START = re.compile(r"^\s*(Log Name|Protokollname|Nom du journal):")
+_DETAILS_START = re.compile(
+    r"^\s*(Log Name|Protokollname|Nom du journal|Nombre de registro|Nome registro|Nome do log|Имя журнала|"
+    r"日志名称|記錄檔名稱|ログの名前|로그 이름)\s*[:：]"
+)
+_EVENT_ID_LABEL = re.compile(
+    r"^\s*(?:Event ID|Ereignis-ID|ID de l.événement|Id\. del evento|ID evento|ID do evento|Код события|事件 ID|"
+    r"事件識別碼|イベント ID|이벤트 ID)\s*[:：]", re.M
+)
 _UNRESOLVED = re.compile(
     r"The description for Event ID '?(\d+)'? (?:from|in) source '?([^' ]+)'? cannot be found", re.I
 )
@@ -59,7 +83,8 @@ _INCLUDED = re.compile(
 _RESOURCE_NOTE = re.compile(r"message resource is present|the message resource|Die Nachrichtenressource", re.I)
 _HYPERV = re.compile(r"has encountered a fatal error\.\s+The guest operating system reported")
 _GUEST_MESSAGE = re.compile(r"^\s*Guest message:\s*$", re.I)
-_EVENT_XML = re.compile(r"^\s*Event Xml:\s*$", re.I)
+_EVENT_XML = re.compile(r"^\s*(?:Event Xml|Ereignis-XML|Xml de l.événement|Xml del evento|Xml de evento|XML evento|"
+                        r"Xml события|事件 Xml|イベント Xml|이벤트 Xml)\s*[:：]\s*$", re.I)
 
 
 @dataclass
@@ -206,7 +231,7 @@ Guest message:
         text = "\n".join(head[:30])
         if _WEVTUTIL_START.match(first) and re.search(r"^\s*Log Name:", text, re.M):
             return 0.95
-        if _DETAILS_START.match(first) and re.search(r"^\s*(Event ID|Ereignis-ID):", text, re.M):
+        if _DETAILS_START.match(first) and _EVENT_ID_LABEL.search(text):
             return 0.95
         if _UNRESOLVED.search(text) or _HYPERV.search(text):
             return 0.7
@@ -224,10 +249,11 @@ Guest message:
         if b.xml_lines:  # "Copy details as text" with its Event Xml: the XML is the better record
             start = b.xml_lines[0].offset
             end = b.xml_lines[-1].offset + len(b.xml_lines[-1].text.encode())
-            xml_events = list(iter_event_xml(doc, ctx, start=start, end=end, extra={"export": b.shape}))
+            xml_events = list(iter_event_xml(doc, ctx, start=start, end=end, extra={"export": b.shape}, cut_ok=True))
             if xml_events:
                 yield from xml_events
                 return
+        salvaged = salvage_event_xml("\n".join(x.text for x in b.xml_lines)) if b.xml_lines else {}
         fields = b.fields
         strings, rendered = insertion_strings(b.description)
         provider = fields.get("provider")
@@ -239,6 +265,16 @@ Guest message:
             provider = provider or m.group(2)
         level = level_from_name(fields["level"]) if fields.get("level") else None
         extra: dict[str, Any] = {"export": b.shape}
+        if salvaged:  # an Event Xml part cut before </Event>: its System fields and named data still hold
+            provider = provider or salvaged.get("provider")
+            event_id = event_id if event_id is not None else salvaged.get("event_id")
+            level = level if level is not None else salvaged.get("level")
+            if salvaged.get("named"):
+                extra["named_data"] = salvaged["named"]
+                strings = strings or [f"{k}={v}" for k, v in salvaged["named"].items()]
+            if salvaged.get("time"):  # UTC, better than the local Date: line
+                fields = {**fields, "date": salvaged["time"]}
+            extra["xml_cut"] = True
         if fields.get("task"):
             extra["task"] = fields["task"]
         guest_text = ""

@@ -19,7 +19,7 @@ from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.windows_events import build_winevent, parse_iso_utc
 from forensics.textdoc import TextDocument
 
-__all__ = ["PARSER", "iter_event_xml"]
+__all__ = ["PARSER", "iter_event_xml", "salvage_event_xml"]
 
 _EVENT_START = re.compile(rb"<Event[\s>]")
 _EVENT_END = b"</Event>"
@@ -103,8 +103,9 @@ def _fields(root: ET.Element) -> dict[str, Any]:
 
 
 def iter_event_xml(doc: TextDocument, ctx: ParseContext, extra: dict[str, Any] | None = None,
-                   start: int = 0, end: int | None = None) -> Iterator[Record]:
-    """Every ``<Event>`` element of ``doc`` (within bytes ``start:end``) as a ``winevent``."""
+                   start: int = 0, end: int | None = None, cut_ok: bool = False) -> Iterator[Record]:
+    """Every ``<Event>`` element of ``doc`` (within bytes ``start:end``) as a ``winevent``; ``cut_ok``:
+    an element cut before ``</Event>`` is the caller's to salvage (no warning)."""
     data = doc.data
     limit = len(data) if end is None else end
     pos = start
@@ -116,7 +117,8 @@ def iter_event_xml(doc: TextDocument, ctx: ParseContext, extra: dict[str, Any] |
         ev_start = m.start()
         ev_end = data.find(_EVENT_END, ev_start, limit)
         if ev_end < 0:
-            ctx.warn("an <Event> element is not closed (file cut?); skipped", doc.line_at(ev_start))
+            if not cut_ok:
+                ctx.warn("an <Event> element is not closed (file cut?); skipped", doc.line_at(ev_start))
             return
         ev_end += len(_EVENT_END)
         pos = ev_end
@@ -160,6 +162,30 @@ def iter_event_xml(doc: TextDocument, ctx: ParseContext, extra: dict[str, Any] |
             detail=detail,
             extra=attrs,
         )
+
+
+_SALVAGE = {
+    "provider": re.compile(r"<Provider\s[^>]*?Name=[\"']([^\"']+)"),
+    "event_id": re.compile(r"<EventID[^>]*>\s*(\d+)\s*</EventID>"),
+    "level": re.compile(r"<Level>\s*(\d+)\s*</Level>"),
+    "time": re.compile(r"<TimeCreated\s[^>]*?SystemTime=[\"']([^\"']+)"),
+    "computer": re.compile(r"<Computer>([^<]+)</Computer>"),
+}
+_NAMED_DATA = re.compile(r"<Data\s+Name=[\"']([^\"']+)[\"']\s*>([^<]*)</Data>")
+
+
+def salvage_event_xml(text: str) -> dict[str, Any]:
+    """The System fields and named ``<Data>`` of an ``<Event>`` that was cut before its end (a paste
+    that stopped mid-way): language-neutral facts a localized text export would otherwise lose."""
+    out: dict[str, Any] = {}
+    for key, rx in _SALVAGE.items():
+        m = rx.search(text)
+        if m:
+            out[key] = int(m.group(1)) if key in ("event_id", "level") else m.group(1).strip()
+    named = {m.group(1): m.group(2).strip() for m in _NAMED_DATA.finditer(text)}
+    if named:
+        out["named"] = named
+    return out
 
 
 _NS = "schemas.microsoft.com/win/2004/08/events/event"

@@ -31,13 +31,20 @@ __all__ = [
 _LEVEL_SEVERITY = {0: Severity.INFO, 1: Severity.CRITICAL, 2: Severity.ERROR, 3: Severity.WARNING,
                    4: Severity.INFO, 5: Severity.DEBUG}
 
-#: Level display names as Event Viewer and PowerShell print them (English, German, French, Spanish).
+#: Level display names as Event Viewer and PowerShell print them (English, German, French, Spanish,
+#: Italian, Portuguese, Russian, Chinese simplified/traditional, Japanese, Korean).
 LEVEL_NAMES = {
-    "critical": 1, "kritisch": 1, "critique": 1, "crítico": 1,
-    "error": 2, "fehler": 2, "erreur": 2,
-    "warning": 3, "warnung": 3, "avertissement": 3, "advertencia": 3,
-    "information": 4, "informationen": 4, "informations": 4, "información": 4, "info": 4,
-    "verbose": 5, "ausführlich": 5, "détails": 5, "detallado": 5,
+    "critical": 1, "kritisch": 1, "critique": 1, "crítico": 1, "critico": 1, "крайне важное": 1,
+    "критический": 1, "критическая": 1, "критическое": 1, "关键": 1, "严重": 1, "重大": 1, "嚴重": 1,
+    "긴급": 1, "위험": 1,
+    "error": 2, "fehler": 2, "erreur": 2, "errore": 2, "erro": 2, "ошибка": 2, "错误": 2, "錯誤": 2,
+    "エラー": 2, "오류": 2,
+    "warning": 3, "warnung": 3, "avertissement": 3, "advertencia": 3, "avviso": 3, "aviso": 3,
+    "предупреждение": 3, "警告": 3, "경고": 3,
+    "information": 4, "informationen": 4, "informations": 4, "información": 4, "info": 4, "informazioni": 4,
+    "informações": 4, "сведения": 4, "信息": 4, "資訊": 4, "情報": 4, "정보": 4,
+    "verbose": 5, "ausführlich": 5, "détails": 5, "detallado": 5, "подробности": 5, "详细": 5, "詳細": 5,
+    "자세한 정보": 5,
 }
 
 
@@ -98,6 +105,10 @@ def build_winevent(
     }
     if extra:
         attrs.update(extra)
+    code = _bugcheck_code((extra or {}).get("named_data"))
+    if code:  # Kernel-Power 41 keeps the stop code in EventData, in decimal: name it in the message
+        attrs["bugcheck_code"] = f"0x{code:x}"
+        message += f" [BugcheckCode {code} = 0x{code:x}]"
     severity = _LEVEL_SEVERITY.get(level, Severity.INFO) if level is not None else Severity.INFO
     return Event(
         ts=ts,
@@ -111,6 +122,18 @@ def build_winevent(
         attrs=attrs,
         detail=detail,
     )
+
+
+def _bugcheck_code(named: Any) -> int | None:
+    """``BugcheckCode`` of an event's named data (decimal, or hex with ``0x``); ``None`` when 0 or absent."""
+    if not isinstance(named, dict):
+        return None
+    raw = str(named.get("BugcheckCode", "")).strip()
+    try:
+        code = int(raw, 16) if raw.lower().startswith("0x") else int(raw)
+    except ValueError:
+        return None
+    return code or None
 
 
 # -- times ------------------------------------------------------------------------------------
@@ -148,9 +171,12 @@ class DateOrder:
 
 
 _LOCAL = re.compile(
-    r"(?P<a>\d{1,4})(?P<sep>[./-])(?P<b>\d{1,2})(?P=sep)(?P<c>\d{2,4})[ T,]+"
+    r"(?P<a>\d{1,4})(?P<sep>[./-])(?P<b>\d{1,2})(?P=sep)(?P<c>\d{2,4})\.?[ T,]+"
+    r"(?:(?P<ampm0>上午|下午|午前|午後|오전|오후)\s*)?"
     r"(?P<h>\d{1,2}):(?P<mi>\d\d)(?::(?P<s>\d\d)(?:[.,](?P<f>\d+))?)?\s*(?P<ampm>[AaPp]\.?[Mm]\.?)?"
 )
+#: Chinese, Japanese and Korean words for before/after noon, written before the time.
+_AMPM_WORDS = {"上午": "am", "午前": "am", "오전": "am", "下午": "pm", "午後": "pm", "오후": "pm"}
 
 
 def _fields(text: str) -> tuple[int, int, int, str] | None:
@@ -202,7 +228,7 @@ def parse_local_datetime(text: str, order: str) -> datetime | None:
     if y < 100:
         y += 2000
     h, mi, s = int(m.group("h")), int(m.group("mi")), int(m.group("s") or 0)
-    ampm = (m.group("ampm") or "").lower().replace(".", "")
+    ampm = (m.group("ampm") or "").lower().replace(".", "") or _AMPM_WORDS.get(m.group("ampm0") or "", "")
     if ampm == "pm" and h < 12:
         h += 12
     elif ampm == "am" and h == 12:
