@@ -62,6 +62,9 @@ _DATED = re.compile(r"^[ \t]*\[?\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d")
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 _SGR_BYTES = re.compile(rb"\x1b\[[0-9;]*m")
 _BARE_NUMBER = re.compile(r"^[ \t]*\d+[ \t]*$")
+#: A program's own logging header naming its source file (glog ``W0514 12:00:01.5 123 file.cc:42]``,
+#: c10d's ``[W socket.cpp:697]``, ``[E ProcessGroupNCCL.cpp:737]``): part of the record, never presentation.
+_SOURCE_HEADER = re.compile(r"^[ \t]*\[?[DIWEFC](?:\d{4})?[ \d:.]*[\w./-]*\.\w+:\d+\]")
 #: A date or a clock time in a prefix makes it a stamp, however constant (one day's log).
 _DATE_TIME = re.compile(r"(?<![=.\d])\d{1,4}[-/:]\d\d[-/:]\d\d")
 
@@ -377,7 +380,7 @@ def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
         if _flood(found):
             return None  # one record over and over: longer "prefixes" are more of the same record
         if _framed([ln for ln, _ in found], prefixes) or max(len(p) for p in prefixes) > _MAX_LABEL \
-                or _structure(prefixes[0]):
+                or _structure(prefixes[0]) or _SOURCE_HEADER.match(prefixes[0]):
             continue
         pattern = _pattern(prefixes)
         peeled = [_peel_one(pattern, ln)[1] for ln in lines]

@@ -70,6 +70,7 @@ def run_boundaries(events: Sequence[Event]) -> list[Boundary]:
         m = _BANNER.search(e.message)
         if m:  # 1 ns later: a banner whose time was inferred from the line before it still follows that line
             out.append(Boundary(e.ts + 1, e, m.group(0)))
+    announced = [b.ts for b in out]  # banners and new recordings found above
     per_rank: dict[tuple[object, object], list[Event]] = defaultdict(list)
     for e in progress:
         rank = e.rank if e.rank is not None else e.attrs.get("rank")
@@ -80,7 +81,6 @@ def run_boundaries(events: Sequence[Event]) -> list[Boundary]:
         stream.sort(key=lambda e: e.ts or 0)
         steps = [(e, s) for e in stream if (s := _num(e.attrs.get("step"))) is not None]
         top = None
-        announced = [b.ts for b in out]  # banners and new recordings found above
         for i, (e, step) in enumerate(steps):
             if i and any((steps[i - 1][0].ts or 0) < ts <= (e.ts or 0) for ts in announced):
                 top = step  # a counter that starts again after a restart already found: the same restart
