@@ -33,7 +33,17 @@ from typing import Any
 
 from forensics.clock import YEAR_INFERRED
 from forensics.events import EMPTY_ATTRS, Event, Origin, Severity, TsSource
-from forensics.parsers import c10d, hang_stack, nccl_debug, progress, py_traceback, slurm, stack_reader, torchrun
+from forensics.parsers import (
+    c10d,
+    hang_stack,
+    nccl_debug,
+    progress,
+    py_traceback,
+    rank_activity,
+    slurm,
+    stack_reader,
+    torchrun,
+)
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.stream_text import (
     START_HINTS,
@@ -740,6 +750,8 @@ class _Scan:
                 ev = self.emit(line, "progress", t, Severity.INFO, body, attrs=attrs, hold=True)
                 last = (self.thinner.seen, (line.offset, self.last_n, ev))
         self.events.extend(self.thinner.kept(last))
+        ranks = rank_activity.rank_activity(self.doc, self.ctx, lambda off: timestamp(None, self.ctx, off))
+        self.events.extend((e.origin.offset, 0, e) for e in ranks)
         self.events.sort(key=lambda item: (item[0], item[1]))
         out = [ev for _, _, ev in self.events]
         at = [i for i, ev in enumerate(out) if id(ev) in self.yearless]

@@ -27,14 +27,27 @@ def test_run_a_has_no_stunted_workers() -> None:
     assert _derived([FITS], "stunted-workers") == []
 
 
+def test_run_b_alone_names_ranks_6_and_7() -> None:
+    analysis = analyze([MARGIN])
+    blame = analysis.verdict.blame
+    assert blame is not None and blame.line().startswith("Culprit: ranks 6, 7"), analysis.verdict.summary
+    (silent,) = _derived([MARGIN], "rank-silent")
+    assert silent.attrs["silent"] == [6, 7] and silent.attrs["going"] == [5]
+
+
 def test_both_runs_of_the_job_show_the_fall_across_the_new_recording() -> None:
     analysis = analyze([FITS, MARGIN])
     root = analysis.verdict.root_cause
-    assert root is not None and root.signature == "throughput-collapse", analysis.verdict.summary
+    assert root is not None and root.signature == "silent-worker-stall", analysis.verdict.summary
+    assert analysis.verdict.blame is not None and analysis.verdict.blame.culprit_ranks == [6, 7]
+    assert "throughput-collapse" in {f.signature for f in analysis.verdict.consequences}
     drop = next(e for e in root.evidence if e.attrs.get("detector") == "throughput-drop")
     assert drop.attrs["across_runs"] and drop.attrs["ratio"] < 0.5
     assert drop.attrs["boundary"].startswith("a new recording")
-    assert any(e.attrs.get("detector") == "stunted-workers" for e in root.evidence)
+
+
+def test_ranks_that_all_progress_are_not_silent() -> None:
+    assert _derived([FITS], "rank-silent") == []
 
 
 def _proc(pid: int, plateaus: tuple[float, ...], peak: float) -> Event:
@@ -56,3 +69,17 @@ def test_the_finest_shared_plateau_makes_the_group() -> None:
                 _proc(22, (2052.0, 3570.0), 3570.0)]
     (found,) = stunted_workers(targets + drafters)
     assert found.attrs["stunted_pids"] == [21, 22] and found.attrs["group_size"] == 3
+
+
+def test_rank_zero_only_progress_is_no_silent_worker_without_memory_evidence(tmp_path: Path) -> None:
+    """A program that logs progress on rank 0 only: every rank announces itself, one progresses. With no
+    per-process memory showing stunted workers this is ordinary logging, never a stall."""
+    lines = [f"[rank {r}] worker ready: weights 1665 MiB" for r in range(4)]
+    lines += [f"[rank 0] step {s} loss {1 / s:.4f} | 21,500 tokens/s" for s in range(1, 40)]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    analysis = analyze([str(log)])
+    activity = [e for e in analysis.timeline.events if e.kind == "rank-activity"]
+    assert sorted(e.rank for e in activity if e.rank is not None) == [0, 1, 2, 3]
+    assert _derived([str(log)], "rank-silent") == []
+    assert analysis.verdict.root_cause is None

@@ -9,6 +9,7 @@ Each sample directory holds ``bundle/`` (what ``forensics record`` wrote on a re
     findings = ["..."]                   # optional: ids that must appear among the findings at all
     evidence_kinds = ["xid", "traceback"]  # optional: event kinds the timeline must hold
     root_ranks = [1]                     # optional: the root finding's ranks, exactly
+    culprit_ranks = [6, 7]               # optional: the verdict's culprit ranks (blame), exactly
     summary_contains = ["SeqNum 11"]     # optional: texts the verdict summary must hold
     source_kinds = ["flight-recorder"]   # optional: parser kinds some input must be read as
 """
@@ -52,6 +53,9 @@ def test_recorded_sample_verdict(case: Path) -> None:
     if "root_ranks" in expected:
         assert analysis.verdict.root_cause is not None
         assert analysis.verdict.root_cause.ranks == expected["root_ranks"], analysis.verdict.summary
+    if "culprit_ranks" in expected:
+        assert analysis.verdict.blame is not None, analysis.verdict.summary
+        assert analysis.verdict.blame.culprit_ranks == expected["culprit_ranks"], analysis.verdict.blame.line()
     for text in expected.get("summary_contains", []):
         assert text in analysis.verdict.summary, analysis.verdict.summary
     source_kinds = {s.kind for s in analysis.sources}

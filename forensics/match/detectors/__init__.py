@@ -48,7 +48,7 @@ from forensics.match.detectors.ranks import cross_rank
 from forensics.match.detectors.recorder_health import nvml_unresponsive
 from forensics.match.detectors.runs import boundaries_of, forget_boundaries, throughput_across_runs
 from forensics.match.detectors.stacks import stack_dumps
-from forensics.match.detectors.stunted import stunted_workers
+from forensics.match.detectors.stunted import silent_stunted_ranks, stunted_workers
 from forensics.timeline import Timeline
 
 __all__ = ["DETECTORS", "run_detectors"]
@@ -82,7 +82,7 @@ DETECTORS: tuple[tuple[str, Callable[[Timeline], list[Event]]], ...] = (
     ("nvml-unresponsive", lambda t: nvml_unresponsive(t.events)),
     ("cross-rank", lambda t: cross_rank(t.events)),
     ("stack-dumps", lambda t: stack_dumps(t.events)),
-    ("stunted-workers", lambda t: stunted_workers(t.events)),
+    ("stunted-workers", lambda t: stunted_workers(t.events) + silent_stunted_ranks(t.events)),
 )
 
 

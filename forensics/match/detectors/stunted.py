@@ -63,3 +63,52 @@ def stunted_workers(events: Sequence[Event]) -> list[Event]:
                                attrs={"stunted_pids": stunted, "grown_pids": grown, "group_size": len(group),
                                       "stunted_peak_mib": low, "peer_peak_mib": top}))
     return out
+
+
+def silent_stunted_ranks(events: Sequence[Event]) -> list[Event]:
+    """``rank-silent`` for ranks that announced themselves like a peer (the same first labelled line,
+    ``rank-activity`` events) and never printed a progress line while that peer did, when the GPU's
+    per-process memory shows the same number of stunted workers in a group of the same size. Either
+    alone is ambiguous (a program may log progress on one rank only; a worker may hold less memory);
+    both together name the ranks."""
+    stunted = stunted_workers(events)
+    if not stunted:
+        return []
+    progressed: dict[tuple[str, int], list[Event]] = defaultdict(list)  # per file: runs are compared apart
+    for e in events:
+        if e.kind == "progress" and e.rank is not None and not e.attrs.get("desc"):
+            progressed[(e.origin.path, e.rank)].append(e)
+    groups: dict[tuple[str, str], list[Event]] = defaultdict(list)
+    for e in events:
+        if e.kind == "rank-activity" and e.rank is not None:
+            groups[(e.origin.path, str(e.attrs.get("first_template", "")))].append(e)
+    out: list[Event] = []
+    for (path, template), members in groups.items():
+        going = sorted(e.rank for e in members if e.rank is not None and len(progressed.get((path, e.rank), [])) >= 3)
+        silent = [e for e in members if e.rank is not None and not progressed.get((path, e.rank))]
+        if not going or not silent or not template:
+            continue
+        match = next((s for s in stunted if s.attrs["group_size"] == len(members)
+                      and len(s.attrs["stunted_pids"]) == len(silent)), None)
+        if match is None:
+            continue
+        ranks = sorted(e.rank for e in silent if e.rank is not None)
+        last = max((e for r in going for e in progressed[(path, r)]), key=lambda e: e.ts or 0)
+        first = min(silent, key=lambda e: e.ts or 0)
+        steps = [s for r in going for e in progressed[(path, r)] if isinstance(s := e.attrs.get("step"), int | float)]
+        onto = f" went on to step {fmt_num(max(steps))}" if steps else " kept printing progress"
+        silence = ((last.ts or 0) - (first.ts or 0)) / 1e9 if last.ts and first.ts else None
+        sentence = (f"{_ranks(ranks)} announced {'itself' if len(ranks) == 1 else 'themselves'} like "
+                    f"{_ranks(going)} ('{template[:60]}') and never printed a progress line while {_ranks(going)}"
+                    f"{onto}; {match.message.split('] ', 1)[-1].split(': workers', 1)[0]}")
+        out.append(derived("rank-silent", sentence, origin=first.origin, ts=first.ts, end_ts=last.ts,
+                           ts_source=first.ts_source, source=first.source, host=first.host,
+                           rank=ranks[0] if len(ranks) == 1 else None,
+                           attrs={"silent": ranks, "going": going, "silence_s": silence,
+                                  "last_step": {str(r): None for r in ranks},
+                                  "stunted_pids": match.attrs["stunted_pids"]}))
+    return out
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
