@@ -20,7 +20,7 @@ from forensics.events import Event, MetricSample
 from forensics.findings import Finding, Verdict
 from forensics.sources import InputFile, Limits, expand_inputs, input_size
 from forensics.textdoc import TextDocument
-from forensics.timeline import Timeline, build_timeline, place_boot_relative
+from forensics.timeline import Timeline, build_timeline, place_boot_relative, plausible_metrics
 
 if TYPE_CHECKING:
     from forensics.progress import Progress
@@ -78,13 +78,13 @@ class Analysis:
 
 def _zone(name: str | None) -> tzinfo | None:
     """The zone a bundle recorded its host in, when the user gave none."""
-    if not name:
+    if not name or len(name) > 64:  # the longest IANA name is 32 characters
         return None
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name the file system refuses
         return None
 
 
@@ -148,6 +148,7 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
     if doc.truncated_lines:
         ctx.warn(f"{doc.truncated_lines} line(s) longer than 1 MiB were cut")
     events = place_boot_relative(events, item.boot_time_ns)
+    metrics = plausible_metrics(metrics)
     kinds = sorted(Counter(e.kind for e in events))
     report = SourceReport(item.display, parser.name, item.host or next((e.host for e in events if e.host), None),
                           len(events), len(metrics), warnings + ctx.warnings, kinds, confidence, doc)

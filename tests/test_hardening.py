@@ -1,0 +1,105 @@
+"""Hostile input measured in issue 14, each reproduced as it was found: no traceback, no hang,
+no memory blow-up, and a bad record costs one record (with a warning), never the file."""
+
+from __future__ import annotations
+
+import io
+import resource
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from matchkit import ev
+
+from forensics.analysis import Options, analyze, parse_input
+from forensics.match.detectors.ranks import cross_rank
+from forensics.sources import InputFile
+
+
+def _c10d(rank: int, seq: int, **extra: object) -> object:
+    return ev(f"[Rank {rank}] Watchdog caught collective operation timeout", kind="c10d", rank=rank, seq=seq,
+              op_type="ALLREDUCE", numel_in=1, numel_out=1, timeout_ms=600000, **extra)
+
+
+@pytest.mark.parametrize("extra", [{}, {"nranks": 4294967296}, {"world_size": 10**30}])
+def test_a_huge_rank_or_world_size_costs_no_memory(extra: dict[str, object]) -> None:
+    """``[Rank 4294967296]`` once built ``set(range(4294967297))`` (23.6 GB before the OOM killer)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, hard))
+    try:
+        found = cross_rank([_c10d(0, 5, **extra), _c10d(4294967296, 5, **extra)])
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    assert all(e.attrs.get("behind") != list(range(1, 4294967296)) for e in found)
+
+
+def test_a_missing_rank_of_a_known_world_is_still_found() -> None:
+    found = cross_rank([_c10d(r, 5, nranks=8) for r in range(8) if r != 3])
+    assert [e.attrs["behind"] for e in found] == [[3]]
+
+
+def _analyze_text(tmp_path: Path, name: str, text: str | bytes) -> object:
+    path = tmp_path / name
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return analyze([str(path)])
+
+
+def _cli(tmp_path: Path, name: str, data: bytes, *extra: str) -> tuple[int, str]:
+    """``forensics analyze`` on one file, in text and in JSON: the exit status and the JSON."""
+    from contextlib import redirect_stdout
+
+    from forensics.cli import main
+
+    path = tmp_path / name
+    path.write_bytes(data)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code_text = main(["analyze", str(path), *extra])
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["analyze", "--format", "json", str(path), *extra])
+    assert code == code_text
+    return code, out.getvalue()
+
+
+XID79 = ("[Mon Mar  3 04:27:08 2025] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, "
+         "GPU has fallen off the bus.\n")
+
+NVML_HEADER = ('{"format":"gpu-forensics-nvml","version":1,"time":"unix-ms","columns":{"mu":"mem_used_mib"},'
+               '"interval_s":0.1,"host":"n1","gpus":[{"i":0,"pci":"0000:3b:00.0","name":"H200","uuid":"GPU-1"}],'
+               '"segment":1}\n')
+
+
+@pytest.mark.parametrize(("name", "data"), [
+    ("iso9999.log", b"9999-12-31T23:59:59-14:00 host kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off\n"
+                    b"9999-12-31T23:59:59.999999 host python: RuntimeError: CUDA error: unspecified launch failure\n"),
+    ("year0.log", b"0000-01-01T00:00:00Z host kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off\n"),
+    ("dmesg.log", b"[99999999999999999999.123456] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
+                  b"[    5.000000] NVRM: Xid (PCI:0000:3b:00): 48, DBE\n"),
+    ("nvml.jsonl", NVML_HEADER.encode() + b'{"t":99999999999999999999999,"k":1,"g":{"0":{"mu":1}}}\n'
+                   b'{"t":-99999999999999999999999,"k":1,"g":{"0":{"mu":2}}}\n'),
+    ("events.jsonl", b'{"type":"xid","gpu":0,"pci":"0000:3b:00.0","xid":79,"t":1' + b"0" * 40 + b"}\n"),
+])
+def test_out_of_range_stamps_never_reach_the_renderer(tmp_path: Path, name: str, data: bytes) -> None:
+    code, out = _cli(tmp_path, name, data)
+    assert code in (0, 1)
+    assert '"version": 1' in out
+
+
+def test_a_huge_boot_offset_is_refused_not_rendered() -> None:
+    from forensics.clock import MAX_TS_NS, plausible_ns, uptime_ns
+    from forensics.timeline import place_boot_relative
+
+    assert uptime_ns("9" * 5000) is None  # int() of > 4300 digits raises in Python 3.11
+    assert plausible_ns(MAX_TS_NS) is None and plausible_ns(float("nan")) is None
+    e = ev("x", uptime_ns=10**18)
+    assert place_boot_relative([e], 10**30)[0].ts is None
+
+
+def test_a_300_character_zone_name_is_no_zone(tmp_path: Path) -> None:
+    from forensics.analysis import _zone
+
+    assert _zone("A" * 300) is None
+    assert _zone("../../etc/passwd") is None
+    assert _zone("Europe/Berlin") is not None
