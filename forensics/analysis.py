@@ -132,19 +132,14 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         receipt_ts=receipt_lookup(item.receipt_index),
         notable=notable,
     )
-    events: list[Event] = []
-    metrics: list[MetricSample] = []
+    from forensics.parse_guard import parse_guarded
+
     doc.progress = progress
     try:
-        for rec in parser.parse(doc, ctx):
-            if isinstance(rec, MetricSample):
-                metrics.append(rec)
-            else:
-                events.append(rec)
-    except Exception as exc:  # a parser bug must cost one file, not the analysis
-        ctx.warn(f"parser {parser.name} failed: {type(exc).__name__}: {exc}")
+        parsed = parse_guarded(parser, doc, ctx)  # a bad record costs that record, never the analysis
     finally:
         doc.progress = None  # the document outlives the parse (evidence context, the TUI)
+    events, metrics = parsed.events, parsed.metrics
     if doc.truncated_lines:
         ctx.warn(f"{doc.truncated_lines} line(s) longer than 1 MiB were cut")
     events = place_boot_relative(events, item.boot_time_ns)

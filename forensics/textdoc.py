@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import sys
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -17,6 +18,10 @@ __all__ = ["MAX_LINE_BYTES", "Line", "TextDocument", "decode_bytes"]
 
 #: Longest physical line handed to a parser; longer lines are cut (and counted).
 MAX_LINE_BYTES = 1 << 20
+#: Lines whose offsets :attr:`TextDocument.recent` keeps.
+RECENT_SPANS = 3
+#: Characters of each line :meth:`TextDocument.head` hands to format detection.
+HEAD_LINE_CHARS = 64 << 10
 #: Bytes read between two calls of :attr:`TextDocument.progress` (a few hundred per GB).
 PROGRESS_STEP = 4 << 20
 #: Part of a parse's progress that the literal scan of :meth:`TextDocument.candidate_starts` stands
@@ -51,7 +56,7 @@ def decode_bytes(raw: bytes) -> tuple[bytes, str]:
 class TextDocument:
     """A whole text file in memory, addressed by line number and byte offset."""
 
-    __slots__ = ("_line_starts", "_next_report", "_progress", "_scanned", "data", "encoding", "path",
+    __slots__ = ("_line_starts", "_next_report", "_progress", "_scanned", "data", "encoding", "path", "recent",
                  "truncated_lines")
 
     def __init__(self, data: bytes, path: str, encoding: str = "utf-8") -> None:
@@ -59,6 +64,9 @@ class TextDocument:
         self.path = path
         self.encoding = encoding
         self.truncated_lines = 0
+        #: (start, end) byte offsets of the lines decoded last, newest last: where a parser that
+        #: raised was reading (it may have read a line or two ahead)
+        self.recent: deque[tuple[int, int]] = deque(maxlen=RECENT_SPANS)
         self._line_starts: list[int] | None = None
         self._progress: Callable[[float], None] | None = None
         self._next_report = sys.maxsize
@@ -99,6 +107,7 @@ class TextDocument:
 
     # -- decoding -----------------------------------------------------------------------------
     def _decode(self, start: int, end: int) -> str:
+        self.recent.append((start, end))
         if end - start > MAX_LINE_BYTES:
             end = start + MAX_LINE_BYTES
             self.truncated_lines += 1
@@ -122,12 +131,13 @@ class TextDocument:
                 self._report(pos)
                 next_report = self._next_report
 
-    def head(self, n: int = 40) -> list[str]:
-        """The first ``n`` non-empty lines, for format detection."""
+    def head(self, n: int = 40, width: int = HEAD_LINE_CHARS) -> list[str]:
+        """The first ``n`` non-empty lines, for format detection, each cut to ``width`` characters
+        (detectors' regexes never see a pathological line whole)."""
         out: list[str] = []
         for line in self.lines():
             if line.text.strip():
-                out.append(line.text)
+                out.append(line.text[:width])
                 if len(out) >= n:
                     break
         return out
@@ -160,6 +170,13 @@ class TextDocument:
         nl = self.data.find(b"\n", offset)
         end = len(self.data) if nl < 0 else nl
         return Line(self.line_no_at(start), start, self._decode(start, end))
+
+    def without(self, spans: Iterable[tuple[int, int]]) -> TextDocument:
+        """A copy with the byte ranges ``spans`` blanked (spaces: offsets and line numbers stay)."""
+        data = bytearray(self.data)
+        for start, end in spans:
+            data[start:end] = b" " * (end - start)
+        return TextDocument(bytes(data), self.path, self.encoding)
 
     def lines_from(self, line: Line) -> Iterator[Line]:
         """The lines after ``line``."""

@@ -103,3 +103,64 @@ def test_a_300_character_zone_name_is_no_zone(tmp_path: Path) -> None:
     assert _zone("A" * 300) is None
     assert _zone("../../etc/passwd") is None
     assert _zone("Europe/Berlin") is not None
+
+
+def test_a_timeout_too_large_for_a_float_is_no_crash(tmp_path: Path) -> None:
+    """``verdict._node`` multiplied a 400-digit ``Timeout(ms)`` by a float (OverflowError)."""
+    line = ("[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=" + "9" * 400 +
+            ") ran for 600010 milliseconds before timing out.\n")
+    code, out = _cli(tmp_path, "train.log", line.encode())
+    assert code == 1 and '"root_cause": "nccl-watchdog-timeout"' in out
+
+
+def test_a_5000_digit_number_costs_its_line_not_the_xid_beside_it(tmp_path: Path) -> None:
+    data = (b"[  100.000000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15\n"
+            b"[  101.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=" + b"9" * 5000 + b", Graphics Exception\n"
+            b"[  102.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n")
+    a = analyze([str(_write(tmp_path, "dmesg.txt", data))])
+    assert a.verdict.root_cause_id == "xid-79-fallen-off-bus"
+    assert any("line 2:" in w and "skipped" in w for w in a.warnings), a.warnings
+
+
+EVENTS_HEADER = b'{"format": "gpu-forensics-nvml-events", "version": 1, "host": "n1"}\n'
+XID_EVENT = b'{"type":"xid","gpu":0,"pci":"0000:3b:00.0","xid":79,"t":17409100%d0000000000}\n'
+DEEP = 100_000
+
+
+@pytest.mark.parametrize(("name", "data"), [
+    ("events.jsonl", EVENTS_HEADER + XID_EVENT % 21 + b'{"a":' * DEEP + b"1" + b"}" * DEEP + b"\n" + XID_EVENT % 22),
+    ("events.jsonl", EVENTS_HEADER + XID_EVENT % 21 + b'{"type":"xid","xid":79,"t":' + b"9" * 5000 + b"}\n"
+                     + b'{"type":"unresponsive","since":' + b"9" * 30 + b',"t":1}\n' + XID_EVENT % 22),
+    ("events.xml", b'<?xml version="1.0"?><Events>' + b"<a>" * DEEP + b"</a>" * DEEP + b"</Events>"),
+], ids=["deep-json", "huge-ints-json", "deep-xml"])
+def test_deep_nesting_costs_one_record(tmp_path: Path, name: str, data: bytes) -> None:
+    a = analyze([str(_write(tmp_path, name, data))])
+    assert not any("failed" in w and "rest of the file" in w for w in a.warnings), a.warnings[:3]
+    if name.endswith(".jsonl"):
+        assert len([e for e in a.timeline.events if e.kind == "xid"]) == 2
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("line", ["1" * 100_000, "1/" * 50_000, "1:" * 50_000, "[1" * 50_000],
+                         ids=["digits", "slashes", "colons", "brackets"])
+def test_a_long_first_line_is_detected_in_linear_time(line: str) -> None:
+    """The process-output detector's ``\\d+/\\d+ \\[`` was quadratic in a run of digits: a first line of
+    100,000 digits took 60 s (a 1 MB line, hours); detection lines are also cut to 64 KiB. The bound
+    is generous (about 1.5 s here): it fails only on a quadratic pattern, not on a slow machine."""
+    from forensics.parsers import detect
+
+    start = time.perf_counter()
+    detect([line] * 40)
+    assert time.perf_counter() - start < 20
+
+
+def test_the_progress_bar_shape_still_makes_process_output() -> None:
+    from forensics.parsers.process_output import detect_process_output
+
+    assert detect_process_output([" 45%|████▌     | 450/1000 [01:02<01:16,  7.21it/s]"]) > 0
