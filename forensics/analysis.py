@@ -115,9 +115,11 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         if not raw:
             warnings += [f"{item.display}: {n}" for n in notes]
             return SourceReport(item.display, "pickle", item.host, 0, warnings=warnings), [], []
-    if b"\x00" in raw[:4096] and not raw.startswith((b"\xff\xfe", b"\xfe\xff")) \
-            and raw[1:4096:2].count(0) < 1000:
-        warnings.append(f"{item.display}: binary file, not a log; skipped")
+    from forensics.binary import binary_kind
+
+    what = binary_kind(raw)
+    if what is not None:
+        warnings.append(f"{item.display}: binary file ({what}), not a log; skipped")
         return SourceReport(item.display, "binary", item.host, 0, warnings=warnings), [], []
     doc = TextDocument.from_bytes(raw, item.display)
     parser, confidence = detect(doc.head())

@@ -41,15 +41,17 @@ def decode_bytes(raw: bytes) -> tuple[bytes, str]:
     """Normalise a file's bytes to UTF-8. Returns (utf8 bytes, encoding name found).
 
     UTF-16 (PowerShell 5.1 ``Out-File``) is recognised by its BOM or by NUL bytes in
-    every other position; anything else is taken as UTF-8 with errors replaced later.
+    every other position (either parity: little or big endian); anything else is taken as UTF-8 with errors replaced later.
     """
     if raw.startswith(codecs.BOM_UTF8):
         return raw[len(codecs.BOM_UTF8) :], "utf-8-sig"
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return raw.decode("utf-16", errors="replace").encode("utf-8"), "utf-16"
-    head = raw[:4096]
-    if len(head) >= 16 and head[1::2].count(0) > len(head) * 0.4 and head[0::2].count(0) < len(head) * 0.05:
-        return raw.decode("utf-16-le", errors="replace").encode("utf-8"), "utf-16-le"
+    from forensics.binary import utf16_parity
+
+    parity = utf16_parity(raw[:4096])
+    if parity is not None:
+        return raw.decode(parity, errors="replace").encode("utf-8"), parity
     return raw, "utf-8"
 
 

@@ -6,15 +6,13 @@ from __future__ import annotations
 import io
 import resource
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
 from matchkit import ev
 
-from forensics.analysis import Options, analyze, parse_input
+from forensics.analysis import analyze
 from forensics.match.detectors.ranks import cross_rank
-from forensics.sources import InputFile
 
 
 def _c10d(rank: int, seq: int, **extra: object) -> object:
