@@ -25,6 +25,9 @@ from typing import TYPE_CHECKING
 from forensics.errors import UsageError
 
 if TYPE_CHECKING:
+    import tarfile
+    import zipfile
+
     from forensics.progress import Meter
 
 __all__ = ["Budget", "Limits", "InputFile", "expand_inputs", "input_size"]
@@ -180,11 +183,8 @@ def _safe_member_name(name: str) -> bool:
     return not p.is_absolute() and ".." not in p.parts and not (len(name) > 1 and name[1] == ":")
 
 
-def _kind_of_tar_member(member: object) -> str | None:
+def _kind_of_tar_member(member: tarfile.TarInfo) -> str | None:
     """What a non-regular tar member is, for the line that says it was skipped (None: a directory)."""
-    import tarfile
-
-    assert isinstance(member, tarfile.TarInfo)
     if member.isdir():
         return None
     if member.issym():
@@ -218,14 +218,10 @@ def _from_tar(raw: bytes, display: str, limits: Limits, share: float, depth: int
         yield InputFile(display, b"", warnings=[f"{display}: unreadable tar archive ({exc})"])
 
 
-def _tar_members(tar: object, members: list[object], raw: bytes, display: str, limits: Limits, share: float,
-                 depth: int, budget: Budget) -> Iterator[InputFile]:
-    import tarfile
-
-    assert isinstance(tar, tarfile.TarFile)
+def _tar_members(tar: tarfile.TarFile, members: list[tarfile.TarInfo], raw: bytes, display: str, limits: Limits,
+                 share: float, depth: int, budget: Budget) -> Iterator[InputFile]:
     skipped: dict[str, int] = {}
     for member in members:
-        assert isinstance(member, tarfile.TarInfo)
         name = f"{display}!{member.name}"
         if not member.isfile():
             kind = _kind_of_tar_member(member)
@@ -251,10 +247,7 @@ def _tar_members(tar: object, members: list[object], raw: bytes, display: str, l
         yield InputFile(display, b"", warnings=[f"{display}: {what} skipped (never followed)"])
 
 
-def _zip_mode(info: object) -> int:
-    import zipfile
-
-    assert isinstance(info, zipfile.ZipInfo)
+def _zip_mode(info: zipfile.ZipInfo) -> int:
     return (info.external_attr >> 16) & 0xFFFF if info.create_system == 3 else 0
 
 
@@ -274,16 +267,14 @@ def _from_zip(raw: bytes, display: str, limits: Limits, share: float, depth: int
         yield InputFile(display, b"", warnings=[f"{display}: unreadable zip archive ({exc})"])
 
 
-def _zip_members(zf: object, infos: list[object], raw: bytes, display: str, limits: Limits, share: float,
-                 depth: int) -> Iterator[InputFile]:
+def _zip_members(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], raw: bytes, display: str, limits: Limits,
+                 share: float, depth: int) -> Iterator[InputFile]:
     import datetime as _dt
     import zipfile
 
-    assert isinstance(zf, zipfile.ZipFile)
     budget = _budget(limits)
     skipped: dict[str, int] = {}
     for info in infos:
-        assert isinstance(info, zipfile.ZipInfo)
         name = f"{display}!{info.filename}"
         if info.is_dir():
             continue

@@ -41,7 +41,8 @@ def decode_bytes(raw: bytes) -> tuple[bytes, str]:
     """Normalise a file's bytes to UTF-8. Returns (utf8 bytes, encoding name found).
 
     UTF-16 (PowerShell 5.1 ``Out-File``) is recognised by its BOM or by NUL bytes in
-    every other position (either parity: little or big endian); anything else is taken as UTF-8 with errors replaced later.
+    every other position (either parity: little or big endian); anything else is taken
+    as UTF-8 with errors replaced later.
     """
     if raw.startswith(codecs.BOM_UTF8):
         return raw[len(codecs.BOM_UTF8) :], "utf-8-sig"
