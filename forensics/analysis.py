@@ -191,11 +191,13 @@ def analyze(paths: Sequence[str], options: Options | None = None,
 
 
 def to_json_dict(analysis: Analysis) -> dict[str, Any]:
-    """The stable, versioned JSON contract of DESIGN.md."""
+    """The stable, versioned JSON contract of DESIGN.md, credentials redacted (forensics/secrets.py)."""
     from forensics.report import iso
 
+    from forensics.secrets import redact_tree
+
     v = analysis.verdict
-    return {
+    return redact_tree({  # evidence quotes what the child printed, which may hold a credential
         "version": 1,
         "verdict": {
             "root_cause": v.root_cause_id,
@@ -239,7 +241,7 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
         "recordings": analysis.recordings,
         "timeline": _timeline_summary(analysis.timeline),
         "warnings": analysis.warnings,
-    }
+    })
 
 
 def _timeline_summary(timeline: Timeline) -> dict[str, Any]:

@@ -167,4 +167,6 @@ def render_text(analysis: Analysis) -> str:
         out.append(f"warning: {w}")
     if len(analysis.warnings) > 20:
         out.append(f"warning: … {len(analysis.warnings) - 20} more")
-    return "\n".join(out) + "\n"
+    from forensics.secrets import redact_text
+
+    return redact_text("\n".join(out) + "\n")[0]  # what the child printed may hold a credential

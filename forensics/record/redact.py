@@ -6,8 +6,11 @@ Three rules, applied everywhere a value is written:
   ``HF_TOKEN``, ``WANDB_API_KEY``, ``AWS_ACCESS_KEY_ID`` …) hides its whole value;
 * **credentials inside a URL** (``https://user:pass@host``) are replaced, the rest of
   the URL is kept;
-* **well-known token shapes** (``hf_…``, ``ghp_…``, ``sk-…``, ``AKIA…``, ``xox?-…``, JWTs)
-  are hidden wherever they appear.
+* **well-known token shapes** (``hf_…``, ``ghp_…``, ``sk-…``, ``AKIA…``, ``xox?-…``, JWTs),
+  values after ``password=`` / ``token=`` / ``Authorization:`` and the like are hidden wherever
+  they appear, also inside one argument such as ``sh -c "… --password=…"`` or under a
+  harmless name (``MY_SERVICE_CONF=…hf_…``): :func:`forensics.secrets.redact_text`, the one
+  list of credential shapes, shared with ``analyze`` output and ``pack``.
 
 On the command line, ``--token xyz``, ``--api-key=xyz`` and ``key=xyz`` style overrides
 are redacted by the same name rule. The stdout/stderr streams are kept raw (a program
@@ -19,9 +22,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from forensics.secrets import REDACTED, redact_text
+
 __all__ = ["REDACTED", "is_secret_name", "redact_argv", "redact_env", "redact_value"]
 
-REDACTED = "[REDACTED]"
 
 _SECRET_NAME = re.compile(
     r"TOKENS?(?:_|$)|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH_?KEY"
@@ -30,18 +34,6 @@ _SECRET_NAME = re.compile(
 )
 _NOT_SECRET = frozenset({"PWD", "OLDPWD", "KEYTIMEOUT"})
 
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@:]+(?::[^/\s@]*)?)@")
-_TOKEN_SHAPES = re.compile(
-    r"\bhf_[A-Za-z0-9]{20,}"
-    r"|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"
-    r"|\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"
-    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
-    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"
-    r"|\bglpat-[A-Za-z0-9_-]{20,}"
-    r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
-)
-
-
 def is_secret_name(name: str) -> bool:
     """Does a variable or option name say that its value is a secret?"""
     norm = re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_")
@@ -49,9 +41,9 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact_value(value: str) -> str:
-    """Hide URL credentials and token-shaped substrings inside an arbitrary value."""
-    value = _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
-    return _TOKEN_SHAPES.sub(REDACTED, value)
+    """Hide URL credentials, token-shaped substrings and ``name=secret`` values inside an
+    arbitrary value."""
+    return redact_text(value)[0]
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -77,7 +69,7 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
                     out.append(arg)
                     hide_next = True
                 continue
-        elif "=" in arg and not arg.startswith(("/", ".")):
+        elif "=" in arg and not arg.startswith(("/", ".")) and not any(c.isspace() for c in arg):
             key, _, _value = arg.partition("=")
             # hydra / key=value overrides: the last dotted part is the name.
             if key and " " not in key and is_secret_name(key.rsplit(".", 1)[-1]):
