@@ -193,7 +193,6 @@ def analyze(paths: Sequence[str], options: Options | None = None,
 def to_json_dict(analysis: Analysis) -> dict[str, Any]:
     """The stable, versioned JSON contract of DESIGN.md, credentials redacted (forensics/secrets.py)."""
     from forensics.report import iso
-
     from forensics.secrets import redact_tree
 
     v = analysis.verdict
