@@ -15,12 +15,8 @@ from typing import Any
 
 __all__ = ["nested_quantifier"]
 
-try:  # Python 3.11+
-    from re import _constants as _c  # type: ignore[attr-defined]
-    from re import _parser as _p  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - older layout
-    import sre_constants as _c  # type: ignore[no-redef]
-    import sre_parse as _p  # type: ignore[no-redef]
+from re import _constants as _c  # the standard library's own regex parser (Python 3.11+)
+from re import _parser as _p
 
 _REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)} - {None}
 #: Repeats allowing more than this many iterations count as unbounded.
