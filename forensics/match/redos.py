@@ -15,8 +15,8 @@ from typing import Any
 
 __all__ = ["nested_quantifier"]
 
-from re import _constants as _c  # the standard library's own regex parser (Python 3.11+)
-from re import _parser as _p
+from re import _constants as _c  # type: ignore[attr-defined]  # the standard library's own regex parser (Python 3.11+)
+from re import _parser as _p  # type: ignore[attr-defined]
 
 _REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)} - {None}
 #: Repeats allowing more than this many iterations count as unbounded.
