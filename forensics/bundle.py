@@ -56,7 +56,7 @@ _SOURCES = {
 }
 #: files that are indexes or recorder state, not evidence to parse
 _SKIP_SUFFIXES = (".idx", ".tmp")
-_SKIP_NAMES = frozenset({"heartbeat"})
+_SKIP_NAMES = frozenset({"heartbeat", ".forensics-reserve"})  # the recorder's ballast (record/degrade.py)
 
 
 def pack_receipt(end_offset: int, utc_ns: int) -> bytes:
@@ -133,6 +133,8 @@ def _tag(item: InputFile, rel: str, manifest: dict[str, Any], sibling: Callable[
     source = source_of(rel)
     if source is None or (not item.raw and not item.warnings):
         return False  # not evidence, or an empty file (a source that had nothing to say)
+    if rel == "recording-degraded.json" and manifest.get("degraded"):
+        return False  # the manifest says the same (the marker is for when it could not be written)
     if source == "nvml" and not rel.endswith(".gz") and sibling(rel + ".gz") is not None:
         return False  # a segment compressed just before a crash: the .gz holds the same lines
     host, boot, tz_name = _manifest_hints(manifest)

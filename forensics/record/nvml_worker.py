@@ -137,9 +137,23 @@ def listen(nv: Nvml, guard: CallGuard, events: AppendFile, control: Control, sto
         events.fsync()
 
 
+#: The recorder's pid, set by the supervisor: the parent this worker must still have once its
+#: death signal is armed (a recorder killed in the worker's first moments left it to PID 1).
+PARENT_ENV = "FORENSICS_RECORDER_PID"
+
+
+def _expected_parent() -> int:
+    try:
+        return int(os.environ.get(PARENT_ENV, ""))
+    except ValueError:
+        return os.getppid()
+
+
 def run(bundle: Path, interval: float, page_fd: int, write_static: bool) -> int:
     _die_with_parent()
-    parent = os.getppid()
+    parent = _expected_parent()
+    if os.getppid() != parent:  # the recorder died before PR_SET_PDEATHSIG was armed: nobody will stop us
+        return 0
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     stop = threading.Event()

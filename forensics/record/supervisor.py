@@ -108,7 +108,8 @@ class NvmlSupervisor(threading.Thread):
                     str(page_file.fileno()), "static" if static else "-"]
             with open(self.bundle / RECORDER_LOG, "ab") as log:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-                                        pass_fds=(page_file.fileno(),), close_fds=True)
+                                        pass_fds=(page_file.fileno(),), close_fds=True,
+                                        env={**os.environ, "FORENSICS_RECORDER_PID": str(os.getpid())})
             self.proc = proc
             assert proc.stdout is not None
             os.set_blocking(proc.stdout.fileno(), False)
