@@ -91,7 +91,7 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     """The manifest of bundle directory ``path``, or ``None`` when it is not a bundle."""
     try:
         data = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) and data.get("format") == FORMAT else None
 
@@ -188,7 +188,7 @@ def tag_members(files: list[InputFile]) -> list[InputFile]:
         if sep and inner.rsplit("/", 1)[-1] == MANIFEST:
             try:
                 data = json.loads(f.raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(data, dict) and data.get("format") == FORMAT:
                 manifests[f.display[: len(f.display) - len(MANIFEST)]] = data

@@ -9,6 +9,7 @@ buffer for literal anchors and decodes only the lines that hold one, and
 from __future__ import annotations
 
 import codecs
+import re
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -27,6 +28,16 @@ PROGRESS_STEP = 4 << 20
 #: Part of a parse's progress that the literal scan of :meth:`TextDocument.candidate_starts` stands
 #: for; reading the candidate lines it found is the rest.
 SCAN_SHARE = 0.5
+
+
+#: Longest run of digits a parser sees: Python refuses ``int()`` of more than 4,300 digits (and
+#: is quadratic below that), so a garbled 5,000-digit number is cut to this many on decoding.
+MAX_DIGITS = 1000
+_DIGIT_RUN = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+
+
+def _cut_digit_runs(text: str) -> str:
+    return _DIGIT_RUN.sub(lambda m: m.group(0)[:MAX_DIGITS], text)
 
 
 class Line(NamedTuple):
@@ -116,7 +127,10 @@ class TextDocument:
             self.truncated_lines += 1
         if end > start and self.data[end - 1 : end] == b"\r":
             end -= 1
-        return self.data[start:end].decode("utf-8", errors="replace")
+        text = self.data[start:end].decode("utf-8", errors="replace")
+        if end - start > MAX_DIGITS:
+            text = _cut_digit_runs(text)
+        return text
 
     # -- sequential access --------------------------------------------------------------------
     def lines(self, start_offset: int = 0, start_no: int = 1) -> Iterator[Line]:

@@ -88,7 +88,7 @@ class BundleManifestParser:
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
         try:
             data = json.loads(doc.data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             ctx.warn(f"manifest is not valid JSON ({exc})")
             return
         if not isinstance(data, dict):

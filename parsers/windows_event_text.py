@@ -50,9 +50,10 @@ _KEY_LINE = re.compile(r"^\s*([A-Za-zÀ-ÿ' -]{2,30}?):\s*(.*)$")
 _WEVTUTIL_START = re.compile(r"^\s*Event\[\d+\]:\s*$")
 _DETAILS_START = re.compile(r"^\s*(Log Name|Protokollname|Nom du journal):")
 _UNRESOLVED = re.compile(
-    r"The description for Event ID '?(\d+)'? (?:from|in) source '?([^' ]+)'? cannot be found", re.I
+    r"The description for Event ID '?(\d{1,10})'? (?:from|in) source '?([^' ]+)'? cannot be found", re.I
 )
-_UNRESOLVED_DE = re.compile(r"Die Beschreibung für die Ereignis-ID (\d+) aus der Quelle (\S+) wurde nicht gefunden")
+_UNRESOLVED_DE = re.compile(
+    r"Die Beschreibung für die Ereignis-ID (\d{1,10}) aus der Quelle (\S+) wurde nicht gefunden")
 _INCLUDED = re.compile(
     r"following information (?:was included with|is part of) the event|folgenden Informationen", re.I
 )
