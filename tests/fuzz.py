@@ -24,7 +24,6 @@ import argparse
 import gzip
 import io
 import json
-import os
 import random
 import re
 import resource
@@ -90,7 +89,7 @@ def _flip(rng: random.Random, data: bytes, _pool: list[bytes]) -> bytes:
 
 def _insert(rng: random.Random, data: bytes, _pool: list[bytes]) -> bytes:
     pos = rng.randint(0, len(data))
-    junk = rng.choice([b"\0" * rng.randint(1, 64), os.urandom(rng.randint(1, 256)), b"\x1b[31m", b"\r\n", b"\r",
+    junk = rng.choice([b"\0" * rng.randint(1, 64), rng.randbytes(rng.randint(1, 256)), b"\x1b[31m", b"\r\n", b"\r",
                        b"\xff\xfe", b"\xef\xbb\xbf", b"\n" * 100, "é€🙂".encode(), b"\\u0000", b"}{", b"]]>"])
     return data[:pos] + junk + data[pos:]
 

@@ -118,25 +118,69 @@ def test_a_5000_digit_number_costs_its_line_not_the_xid_beside_it(tmp_path: Path
             b"[  102.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n")
     a = analyze([str(_write(tmp_path, "dmesg.txt", data))])
     assert a.verdict.root_cause_id == "xid-79-fallen-off-bus"
-    assert any("line 2:" in w and "skipped" in w for w in a.warnings), a.warnings
+    # digit runs are cut to 1,000 digits on decoding, so even the Xid 13 line is read
+    assert sorted(e.attrs.get("xid") for e in a.timeline.events if e.kind == "xid") == [13, 79]
+    assert not any("failed" in w for w in a.warnings), a.warnings
+
+
+class _Fragile:
+    """A parser that raises on a line holding BAD — on reading it, or (``ahead``) one line later,
+    as parsers that glue continuation lines do."""
+
+    name = "fragile"
+    samples = ()
+
+    def __init__(self, ahead: bool) -> None:
+        self.ahead = ahead
+
+    def detect(self, head: list[str]) -> float:
+        return 1.0
+
+    def parse(self, doc: object, ctx: object) -> object:
+        from forensics.events import Event, TsSource
+
+        prev = ""
+        for line in doc.lines():  # type: ignore[attr-defined]
+            if "BAD" in (prev if self.ahead else line.text):
+                raise ValueError("cannot read this")
+            prev = line.text
+            yield Event(None, TsSource.NONE, "file:x", "log", line.text, ctx.origin(line))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["on-the-line", "one-line-later"])
+def test_a_parser_that_raises_costs_the_bad_line_only(ahead: bool) -> None:
+    from forensics.parse_guard import parse_guarded
+    from forensics.parsers.base import ParseContext
+    from forensics.textdoc import TextDocument
+
+    doc = TextDocument(b"one\ntwo BAD\nthree\nfour BAD\nfive\n", "x.log")
+    ctx = ParseContext(path="x.log", source="file:x")
+    parsed = parse_guarded(_Fragile(ahead), doc, ctx)  # type: ignore[arg-type]
+    assert [e.message for e in parsed.events if e.message.strip()] == ["one", "three", "five"]
+    assert [w.split(": parser")[0] for w in ctx.warnings] == ["x.log: line 2", "x.log: line 4"]
+    assert all("could not read this record (ValueError: cannot read this); skipped it" in w for w in ctx.warnings)
+    assert doc.data.count(b"BAD") == 2  # the document shown as evidence context is the original
 
 
 EVENTS_HEADER = b'{"format": "gpu-forensics-nvml-events", "version": 1, "host": "n1"}\n'
-XID_EVENT = b'{"type":"xid","gpu":0,"pci":"0000:3b:00.0","xid":79,"t":17409100%d0000000000}\n'
+XID_EVENT = b'{"type":"xid","gpu":0,"pci":"0000:3b:00.0","xid":79,"t":1740910%d0000000000}\n'
 DEEP = 100_000
 
 
-@pytest.mark.parametrize(("name", "data"), [
-    ("events.jsonl", EVENTS_HEADER + XID_EVENT % 21 + b'{"a":' * DEEP + b"1" + b"}" * DEEP + b"\n" + XID_EVENT % 22),
+@pytest.mark.parametrize(("name", "data", "xids"), [
+    ("events.jsonl", EVENTS_HEADER + XID_EVENT % 21 + b'{"a":' * DEEP + b"1" + b"}" * DEEP + b"\n" + XID_EVENT % 22,
+     2),
+    # the 5,000-digit stamp, cut to 1,000 digits on decoding, is no time: that Xid stays, untimed
     ("events.jsonl", EVENTS_HEADER + XID_EVENT % 21 + b'{"type":"xid","xid":79,"t":' + b"9" * 5000 + b"}\n"
-                     + b'{"type":"unresponsive","since":' + b"9" * 30 + b',"t":1}\n' + XID_EVENT % 22),
-    ("events.xml", b'<?xml version="1.0"?><Events>' + b"<a>" * DEEP + b"</a>" * DEEP + b"</Events>"),
+                     + b'{"type":"unresponsive","since":' + b"9" * 30 + b',"t":1}\n' + XID_EVENT % 22, 3),
+    ("events.xml", b'<?xml version="1.0"?><Events>' + b"<a>" * DEEP + b"</a>" * DEEP + b"</Events>", 0),
 ], ids=["deep-json", "huge-ints-json", "deep-xml"])
-def test_deep_nesting_costs_one_record(tmp_path: Path, name: str, data: bytes) -> None:
+def test_deep_nesting_costs_one_record(tmp_path: Path, name: str, data: bytes, xids: int) -> None:
     a = analyze([str(_write(tmp_path, name, data))])
     assert not any("failed" in w and "rest of the file" in w for w in a.warnings), a.warnings[:3]
-    if name.endswith(".jsonl"):
-        assert len([e for e in a.timeline.events if e.kind == "xid"]) == 2
+    found = [e for e in a.timeline.events if e.kind == "xid"]
+    assert len(found) == xids  # an untimed one is placed between its neighbours by the timeline
+    assert all(e.ts is None or e.ts < 1 << 62 for e in found)
 
 
 def _write(tmp_path: Path, name: str, data: bytes) -> Path:
