@@ -95,3 +95,17 @@ def test_analyze_output_redacts_what_the_child_printed(tmp_path: Path) -> None:
         if fmt == "json":
             json.loads(out.getvalue())
     assert HF in log.read_text()  # the input itself is never touched
+
+
+def test_a_recording_keeps_secrets_out_of_its_own_files_but_not_out_of_the_output(tmp_path: Path) -> None:
+    from recorder_helpers import bundle, run
+
+    script = "echo connecting with --password=hunter2; echo done"
+    res = run(tmp_path, "sh", "-c", script, MY_SERVICE_CONF=f"endpoint=x;key_{HF}")
+    assert res.returncode == 0
+    b = bundle(tmp_path)
+    for name in ("manifest.json", "host/command.json", "host/env.json"):
+        text = (b / name).read_text()
+        assert "hunter2" not in text and HF not in text, name
+    assert "--password=[REDACTED]" in (b / "host" / "command.json").read_text()
+    assert b"--password=hunter2" in (b / "stdout.log").read_bytes()  # the child's output: byte for byte
