@@ -220,3 +220,28 @@ def test_a_worker_whose_recorder_died_before_it_armed_exits(tmp_path: Path) -> N
                          env={**env(), "FORENSICS_RECORDER_PID": "1"}, capture_output=True, timeout=30)
     assert res.returncode == 0 and res.stdout == b""
     assert not (tmp_path / "nvml.jsonl").exists()
+
+
+def test_the_disk_fills_while_the_child_is_quiet(small_disk: Path) -> None:
+    """Something else fills the disk: the heartbeat's manifest rewrite is what fails first; it is
+    said once and noted, and the ballast gives the marker its room."""
+    filler = small_disk / "filler"
+    child = (f"import os, time\ntime.sleep(0.8)\nfd = os.open({str(filler)!r}, os.O_WRONLY | os.O_CREAT)\n"
+             "try:\n    while True: os.write(fd, b'x' * 4096)\nexcept OSError: pass\n"
+             "time.sleep(2.5)\nprint('done')")
+    res = run(small_disk, PY, "-c", child)
+    assert res.returncode == 0 and res.stdout == b"done\n"
+    assert len(_said(res.stderr, "No space left on device; recording degraded from")) == 1
+    marker = json.loads((bundle(small_disk) / MARKER).read_text())
+    assert marker["degraded"][0]["error"] == "No space left on device"
+
+
+def test_a_sampler_write_failure_reaches_the_recorder() -> None:
+    """The NVML worker reports a file it could not write on its control pipe; the supervisor hands
+    it to the recorder as ``lost`` (session.py routes it to the degradation record)."""
+    from forensics.record.supervisor import NvmlSupervisor
+
+    heard: list[tuple[str, dict[str, object]]] = []
+    sup = NvmlSupervisor(Path("/nonexistent"), 0.1, lambda name, info: heard.append((name, info)))
+    sup._handle({"lost": "nvml.jsonl", "error": "No space left on device", "offset": 4096})
+    assert heard == [("lost", {"file": "nvml.jsonl", "error": "No space left on device", "offset": 4096})]

@@ -167,12 +167,17 @@ def run(bundle: Path, interval: float, page_fd: int, write_static: bool) -> int:
         return 0
     control.send(status="ok", gpus=len(nv.gpus), names=sorted({g.name for g in nv.gpus}))
     events = events_file(bundle)
+
+    def write_failed(f: AppendFile) -> None:  # the disk filled: the recorder says so (record/degrade.py)
+        control.send(lost=f.path.name, error=f.error, offset=f.size)
+
+    events.on_error = write_failed
     listener = threading.Thread(target=listen, name="nvml-events", daemon=True,
                                 args=(nv, CallGuard(page, 1), events, control, stop, bundle, write_static))
     listener.start()
     header = {"interval_s": interval, "host": socket.gethostname(),
               "gpus": [{"i": g.index, "pci": g.pci, "name": g.name, "uuid": g.uuid} for g in nv.gpus]}
-    log = NvmlLog(bundle, header)
+    log = NvmlLog(bundle, header, on_error=write_failed)
     slow_every = max(1, round(1.0 / interval))
     tick = 0
     next_t = time.monotonic()

@@ -313,8 +313,16 @@ class Recording:
                                                   "cwd": os.getcwd(), "armed": self.armed})
 
     def _start_nvml(self) -> None:
-        self.supervisor = NvmlSupervisor(self.bundle, self.interval, self.manifest.source)
+        self.supervisor = NvmlSupervisor(self.bundle, self.interval, self._nvml_status)
         self.supervisor.start()
+
+    def _nvml_status(self, name: str, info: dict[str, Any]) -> None:
+        if name == "lost":  # the sampler could not write one of its files
+            offset = info.get("offset")
+            self.degradation.lost(str(info.get("file")), str(info.get("error")),
+                                  offset=offset if isinstance(offset, int) else None)
+        else:
+            self.manifest.source(name, info)
 
     def _start_kernel_log(self) -> None:
         self.kernel_log = KernelLogFollower(self.bundle, self.start_mono_us, self.manifest.source, self.flusher.add)

@@ -165,6 +165,9 @@ class NvmlSupervisor(threading.Thread):
                 if key in msg:
                     info[key] = msg[key]
             self.on_status("nvml_events", info)
+        elif "lost" in msg:  # a file the sampler could not write (disk full)
+            self.on_status("lost", {"file": str(msg["lost"]), "error": str(msg.get("error")),
+                                    "offset": msg.get("offset")})
         elif msg.get("static") == "failed":
             self.on_status("host_gpus", {"status": "failed", "reason": msg.get("reason", "")})
         return None
