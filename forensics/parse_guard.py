@@ -20,8 +20,11 @@ from forensics.textdoc import TextDocument
 
 __all__ = ["MAX_ATTEMPTS", "Parsed", "parse_guarded"]
 
-#: Parses of one file (the first and its retries around bad lines) before the rest is given up.
+#: Parses of one file (the first and its retries around bad lines) before the rest is given up;
+#: a file of :data:`BIG_BYTES` or more gets :data:`BIG_ATTEMPTS` (each retry reads it all again).
 MAX_ATTEMPTS = 12
+BIG_BYTES = 64 << 20
+BIG_ATTEMPTS = 3
 
 Span = tuple[int, int]
 
@@ -76,11 +79,12 @@ def parse_guarded(parser: Parser, doc: TextDocument, ctx: ParseContext) -> Parse
     skipped: list[tuple[Span, str]] = []
     out = _attempt(parser, doc, ctx, [])
     attempts = 1
+    limit = MAX_ATTEMPTS if len(doc) < BIG_BYTES else BIG_ATTEMPTS
     while out.error is not None:
         failure = out.key()
         cured = None
         for span in reversed(out.recent):
-            if attempts >= MAX_ATTEMPTS:
+            if attempts >= limit:
                 break
             if any(span == s for s, _ in skipped):
                 continue
