@@ -285,6 +285,36 @@ def _save(out: Path | None, path: Path, data: bytes, what: str, tb: str = "") ->
         (out / f"{what}-{path.name}.txt").write_text(tb)
 
 
+LONG_LINES = {"digits": b"1", "letters": b"a", "slashes": b"1/", "brackets": b"[", "parens": b"(",
+              "file": b'File "', "tabs": b"\t", "spaces": b" ", "colons": b"1:", "dots": b"a.", "equals": b"a=",
+              "quotes": b'"', "dashes": b"-", "commas": b"1,"}
+
+
+def long_lines(n: int, slow_s: float = 0.3) -> list[str]:
+    """Every parser on its first sample with one pathological line of ``n`` bytes (each shape of
+    :data:`LONG_LINES`, first and second line): the (parser, shape) pairs slower than ``slow_s``
+    (a quadratic regex shows at 100,000 bytes, long before the 1 MiB line cap)."""
+    from forensics.parsers import PARSERS
+    from forensics.parsers.base import ParseContext
+    from forensics.textdoc import TextDocument
+
+    slow: list[str] = []
+    for parser in PARSERS:
+        data = (parser.samples or ("",))[0].encode()
+        cut = data.find(b"\n") + 1
+        for name, unit in LONG_LINES.items():
+            line = unit * (n // len(unit))
+            for doc_bytes in (line + b"\n" + data, data[:cut] + line + b"\n" + data[cut:]):
+                doc = TextDocument.from_bytes(doc_bytes, "x")
+                start = time.perf_counter()
+                parser.detect(doc.head())
+                list(parser.parse(doc, ParseContext(path="x", source="file:x", year=2025)))
+                elapsed = time.perf_counter() - start
+                if elapsed > slow_s:
+                    slow.append(f"{parser.name} {name} {elapsed:.2f} s")
+    return slow
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--inputs", type=int, default=10_000)
@@ -292,7 +322,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hang", type=float, default=20.0, help="seconds after which one input counts as a hang")
     ap.add_argument("--out", type=Path, default=None, help="save crashing and hanging inputs here")
     ap.add_argument("--memory-gib", type=float, default=6.0, help="address-space limit (a blow-up is a crash)")
+    ap.add_argument("--long-lines", type=int, default=0, metavar="BYTES",
+                    help="instead: every parser with one pathological line of BYTES, report the slow pairs")
     args = ap.parse_args(argv)
+    if args.long_lines:
+        slow = long_lines(args.long_lines)
+        print("\n".join(slow) or f"no parser slower than 0.3 s on a {args.long_lines:,}-byte line")
+        return 1 if slow else 0
     sys.path.insert(0, str(ROOT))
     limit = int(args.memory_gib * (1 << 30))
     resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
