@@ -20,7 +20,7 @@ from forensics.events import Event, MetricSample
 from forensics.findings import Finding, Verdict
 from forensics.sources import InputFile, Limits, expand_inputs, input_size
 from forensics.textdoc import TextDocument
-from forensics.timeline import Timeline, build_timeline, place_boot_relative
+from forensics.timeline import Timeline, build_timeline, place_boot_relative, plausible_metrics
 
 if TYPE_CHECKING:
     from forensics.filters import TimelineFilter
@@ -83,13 +83,13 @@ class Analysis:
 
 def _zone(name: str | None) -> tzinfo | None:
     """The zone a bundle recorded its host in, when the user gave none."""
-    if not name:
+    if not name or len(name) > 64:  # the longest IANA name is 32 characters
         return None
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name the file system refuses
         return None
 
 
@@ -121,9 +121,11 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         if not raw:
             warnings += [f"{item.display}: {n}" for n in notes]
             return SourceReport(item.display, "pickle", item.host, 0, warnings=warnings), [], []
-    if b"\x00" in raw[:4096] and not raw.startswith((b"\xff\xfe", b"\xfe\xff")) \
-            and raw[1:4096:2].count(0) < 1000:
-        warnings.append(f"{item.display}: binary file, not a log; skipped")
+    from forensics.binary import binary_kind
+
+    what = binary_kind(raw)
+    if what is not None:
+        warnings.append(f"{item.display}: binary file ({what}), not a log; skipped")
         return SourceReport(item.display, "binary", item.host, 0, warnings=warnings), [], []
     doc = TextDocument.from_bytes(raw, item.display)
     shown = learn_presentation(doc)  # launcher prefixes, line numbers, quoting, wrapping: peeled
@@ -141,24 +143,20 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
             receipt_lookup(item.receipt_index)),  # a peeled collector stamp is a receipt time
         notable=notable,
     )
-    events: list[Event] = []
-    metrics: list[MetricSample] = []
+    from forensics.parse_guard import parse_guarded
+
     work.progress = progress
     try:
-        for rec in parser.parse(work, ctx):
-            if isinstance(rec, MetricSample):
-                metrics.append(rec)
-            else:
-                events.append(rec)
-    except Exception as exc:  # a parser bug must cost one file, not the analysis
-        ctx.warn(f"parser {parser.name} failed: {type(exc).__name__}: {exc}")
+        parsed = parse_guarded(parser, work, ctx)  # a bad record costs that record, never the analysis
     finally:
         work.progress = None  # the document outlives the parse (evidence context, the TUI)
+    events, metrics = parsed.events, parsed.metrics
     if work.truncated_lines:
         ctx.warn(f"{work.truncated_lines} line(s) longer than 1 MiB were cut")
     if shown is not None:  # evidence points at the raw lines, a label's rank/host is kept
         events, metrics = shown.restore(events), shown.restore(metrics)
     events = place_boot_relative(events, item.boot_time_ns)
+    metrics = plausible_metrics(metrics)
     kinds = sorted(Counter(e.kind for e in events))
     report = SourceReport(item.display, parser.name, item.host or next((e.host for e in events if e.host), None),
                           len(events), len(metrics), warnings + ctx.warnings, kinds, confidence, doc,
@@ -240,11 +238,13 @@ def bundle_facts(paths: Sequence[str]) -> list[BundleFacts]:
 
 
 def to_json_dict(analysis: Analysis) -> dict[str, Any]:
-    """The stable, versioned JSON contract (docs/design.md, docs/analyze.schema.json)."""
+    """The stable, versioned JSON contract (docs/design.md, docs/analyze.schema.json), credentials
+    redacted (forensics/secrets.py)."""
     from forensics.report import iso
+    from forensics.secrets import redact_tree
 
     v = analysis.verdict
-    return {
+    return redact_tree({  # evidence quotes what the child printed, which may hold a credential
         "version": JSON_VERSION,
         "verdict": {
             "root_cause": v.root_cause_id,
@@ -300,7 +300,7 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
         "recordings": analysis.recordings,
         "timeline": _timeline_summary(analysis.timeline),
         "warnings": analysis.warnings,
-    }
+    })
 
 
 def _blame_json(v: Verdict) -> dict[str, Any] | None:

@@ -56,7 +56,7 @@ _SOURCES = {
 }
 #: files that are indexes or recorder state, not evidence to parse
 _SKIP_SUFFIXES = (".idx", ".tmp")
-_SKIP_NAMES = frozenset({"heartbeat"})
+_SKIP_NAMES = frozenset({"heartbeat", ".forensics-reserve"})  # the recorder's ballast (record/degrade.py)
 
 
 def pack_receipt(end_offset: int, utc_ns: int) -> bytes:
@@ -91,7 +91,7 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     """The manifest of bundle directory ``path``, or ``None`` when it is not a bundle."""
     try:
         data = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) and data.get("format") == FORMAT else None
 
@@ -133,6 +133,8 @@ def _tag(item: InputFile, rel: str, manifest: dict[str, Any], sibling: Callable[
     source = source_of(rel)
     if source is None or (not item.raw and not item.warnings):
         return False  # not evidence, or an empty file (a source that had nothing to say)
+    if rel == "recording-degraded.json" and manifest.get("degraded"):
+        return False  # the manifest says the same (the marker is for when it could not be written)
     if source == "nvml" and not rel.endswith(".gz") and sibling(rel + ".gz") is not None:
         return False  # a segment compressed just before a crash: the .gz holds the same lines
     host, boot, tz_name = _manifest_hints(manifest)
@@ -186,7 +188,7 @@ def tag_members(files: list[InputFile]) -> list[InputFile]:
         if sep and inner.rsplit("/", 1)[-1] == MANIFEST:
             try:
                 data = json.loads(f.raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(data, dict) and data.get("format") == FORMAT:
                 manifests[f.display[: len(f.display) - len(MANIFEST)]] = data

@@ -30,7 +30,11 @@ __all__ = [
     "NS",
     "YEAR_INFERRED",
     "YearlessClock",
+    "MAX_TS_NS",
+    "MAX_UPTIME_NS",
+    "MIN_TS_NS",
     "epoch_ns",
+    "plausible_ns",
     "month_number",
     "parse_ctime",
     "parse_fallback",
@@ -44,6 +48,14 @@ __all__ = [
 NS = 1_000_000_000
 _DAY_S = 86_400
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+#: Stamps outside [MIN_TS_NS, MAX_TS_NS) (years 1000-8999) are garbled numbers, not times: the
+#: parsing functions here refuse them (``None``) and the timeline drops such a stamp from an
+#: event, so nothing downstream (offsets, year shifts, ``datetime`` in the renderers) can be
+#: pushed past ``datetime``'s years 1-9999 by a year-9999 stamp or a huge boot offset.
+MIN_TS_NS = (date(1000, 1, 1).toordinal() - _EPOCH_ORDINAL) * 86_400 * NS
+MAX_TS_NS = (date(9000, 1, 1).toordinal() - _EPOCH_ORDINAL) * 86_400 * NS
+#: A kernel uptime longer than this (100 years) is not an uptime.
+MAX_UPTIME_NS = 100 * 366 * 86_400 * NS
 #: Event attr (``True``) on an event whose stamp printed no year (syslog, journalctl ``short``,
 #: dmesg -H, glog ``E0514``, vLLM ``INFO 10-03``): its year came from the file's date or the
 #: bundle, so the timeline may move it to the year of the dated logs beside it.
@@ -113,6 +125,18 @@ def _epoch_day(year: int, month: int, day: int) -> int:
     return date(year, month, day).toordinal() - _EPOCH_ORDINAL
 
 
+def plausible_ns(ts: int | float | None) -> int | None:
+    """``ts`` (UTC ns) when it lies in [:data:`MIN_TS_NS`, :data:`MAX_TS_NS`), else ``None``
+    (also for ``nan``, ``inf`` and non-numbers)."""
+    if ts is None or isinstance(ts, bool):
+        return None
+    try:
+        value = int(ts)
+    except (ValueError, OverflowError, TypeError):  # nan, inf
+        return None
+    return value if MIN_TS_NS <= value < MAX_TS_NS else None
+
+
 def epoch_ns(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0,
              nanos: int = 0) -> int:
     """UTC nanoseconds of a UTC calendar time. Raises ValueError when the date is impossible."""
@@ -141,7 +165,7 @@ def shift_years(ts: int, years: int) -> int | None:
         shifted = _shifted_day(day, years)
     except (ValueError, OverflowError):
         return None
-    return None if shifted is None else shifted * _DAY_S * NS + rest
+    return None if shifted is None else plausible_ns(shifted * _DAY_S * NS + rest)
 
 
 @lru_cache(maxsize=8192)
@@ -156,9 +180,12 @@ def wall_to_ns(year: int, month: int, day: int, hour: int, minute: int, second: 
     ``None`` when the fields do not make a real date."""
     try:
         ns = epoch_ns(year, month, day, hour, minute, second, nanos)
+        if plausible_ns(ns) is None:
+            return None
         if tz is None:
             return ns, TsSource.LOCAL
-        return ns - _utcoffset_s(tz, year, month, day, hour) * NS, TsSource.EXACT
+        exact = plausible_ns(ns - _utcoffset_s(tz, year, month, day, hour) * NS)
+        return None if exact is None else (exact, TsSource.EXACT)
     except (ValueError, OverflowError):
         return None
 
@@ -175,7 +202,10 @@ def uptime_ns(text: str) -> int | None:
     secs, _, frac = text.strip().partition(".")
     if not (secs.isascii() and secs.isdigit()) or (frac and not (frac.isascii() and frac.isdigit())):
         return None
-    return int(secs) * NS + (int(frac[:9].ljust(9, "0")) if frac else 0)
+    if len(secs) > 12:  # over 30,000 years (and int() refuses > 4300 digits)
+        return None
+    ns = int(secs) * NS + (int(frac[:9].ljust(9, "0")) if frac else 0)
+    return ns if ns < MAX_UPTIME_NS else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -207,7 +237,8 @@ def parse_iso(text: str, tz: tzinfo | None = None) -> tuple[int, TsSource] | Non
         digits = off[1:].replace(":", "")
         minutes = int(digits[:2]) * 60 + (int(digits[2:4]) if len(digits) >= 4 else 0)
         ns -= sign * minutes * 60 * NS
-    return ns, TsSource.EXACT
+    exact = plausible_ns(ns)
+    return None if exact is None else (exact, TsSource.EXACT)
 
 
 _CTIME_RE = re.compile(r"(?:\S+\s+)?(\S+)\s+(\d{1,2})\s+(\d{1,2}):(\d\d):(\d\d)(?:[.,](\d{1,9}))?\s+(\d{4})$")
@@ -236,9 +267,10 @@ def parse_fallback(text: str, tz: tzinfo | None = None) -> tuple[int, TsSource] 
             source = TsSource.LOCAL if tz is None else TsSource.EXACT
             dt = dt.replace(tzinfo=tz or UTC)
         micros = (dt.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
-    except (ValueError, OverflowError, TypeError, ArithmeticError):
+    except (ValueError, OverflowError, TypeError, ArithmeticError, RecursionError):
         return None
-    return micros * 1000, source
+    ns = plausible_ns(micros * 1000)
+    return None if ns is None else (ns, source)
 
 
 # --------------------------------------------------------------------------------------------

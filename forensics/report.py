@@ -30,14 +30,20 @@ def iso(ts: int | None) -> str | None:
     """UTC nanoseconds as ISO 8601 with microseconds, or None."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts / 1e9, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    try:
+        return datetime.fromtimestamp(ts / 1e9, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    except (ValueError, OverflowError, OSError):  # the clock layer refuses such stamps; never crash here
+        return None
 
 
 def when(e: Event) -> str:
     """A time for people: seconds precision, ``≈`` when it was inferred or is a receipt time."""
     if e.ts is None:
         return "(no time)"
-    text = datetime.fromtimestamp(e.ts / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S") + "Z"
+    try:
+        text = datetime.fromtimestamp(e.ts / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S") + "Z"
+    except (ValueError, OverflowError, OSError):
+        return "(no time)"
     if e.ts_source in (TsSource.INFERRED, TsSource.RECEIPT):
         return "≈" + text
     if e.ts_source == TsSource.LOCAL:
@@ -258,4 +264,6 @@ def render_text(analysis: Analysis, full: bool = False) -> str:
         out.append(f"warning: {w}")
     if warns is not None and len(analysis.warnings) > warns:
         out.append(f"warning: … {len(analysis.warnings) - warns} more (--all shows them)")
-    return "\n".join(out) + "\n"
+    from forensics.secrets import redact_text
+
+    return redact_text("\n".join(out) + "\n")[0]  # what the child printed may hold a credential

@@ -25,16 +25,46 @@ from typing import TYPE_CHECKING
 from forensics.errors import UsageError
 
 if TYPE_CHECKING:
+    import tarfile
+    import zipfile
+
     from forensics.progress import Meter
 
-__all__ = ["Limits", "InputFile", "expand_inputs", "input_size"]
+__all__ = ["Budget", "Limits", "InputFile", "expand_inputs", "input_size"]
 
 
 @dataclass(frozen=True)
 class Limits:
     max_file_bytes: int = 4 << 30  # one decompressed file
-    max_total_bytes: int = 16 << 30  # everything read from one archive
+    max_total_bytes: int = 16 << 30  # decompressed bytes in one analysis, all archives and levels together
     max_members: int = 20_000  # files in one archive or directory walk
+    max_depth: int = 3  # archives inside archives (a zip in a tar.gz is 2)
+    #: A member or gzip stream that expands more than this many times, once past
+    #: ``ratio_check_bytes``, is a compression bomb (text logs compress 5-30x; zeros 1000x).
+    max_ratio: int = 200
+    ratio_check_bytes: int = 64 << 20
+    #: Devices, FIFOs and /proc files (whose ``st_size`` says nothing) are read up to this.
+    max_special_bytes: int = 64 << 20
+
+
+class Budget:
+    """The decompressed bytes one analysis may still unpack: one budget for every archive and
+    every nesting level (a zip of zips of zips no longer gets a fresh 16 GiB at each level)."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.left = limits.max_total_bytes
+        self.total = limits.max_total_bytes
+        self.spent_note = False
+
+    def take(self, n: int) -> bool:
+        """Spend ``n`` bytes; False (nothing spent) when they are not left."""
+        if n > self.left:
+            return False
+        self.left -= n
+        return True
+
+    def over(self, name: str) -> str:
+        return f"{name}: over the analysis's decompression budget ({self.total >> 20} MiB in all), skipped"
 
 
 @dataclass
@@ -63,6 +93,16 @@ class InputFile:
 #: The meter that :func:`expand_inputs` credits while it runs (a context variable, so that bundle
 #: directories, read through ``bundle.read_bundle_files``, credit it too).
 _METER: ContextVar[Meter | None] = ContextVar("forensics_sources_meter", default=None)
+#: The decompression budget of the analysis :func:`expand_inputs` is reading.
+_BUDGET: ContextVar[Budget | None] = ContextVar("forensics_sources_budget", default=None)
+
+
+def _budget(limits: Limits) -> Budget:
+    budget = _BUDGET.get()
+    if budget is None:  # a caller outside expand_inputs (a bundle read on its own)
+        budget = Budget(limits)
+        _BUDGET.set(budget)
+    return budget
 
 
 def _reading(name: str, size: int) -> None:
@@ -89,28 +129,50 @@ def _is_tar(raw: bytes) -> bool:
     return len(raw) > 262 and raw[257:262] == b"ustar"
 
 
+_STEP = 1 << 20
+
+
 def _gunzip(raw: bytes, name: str, limits: Limits) -> tuple[bytes, list[str]]:
-    """Decompress gzip with a size cap; a truncated stream keeps what was readable."""
+    """Decompress gzip in 1 MiB steps under the file cap, the analysis's budget and the bomb
+    ratio; a truncated or corrupt stream keeps what was readable."""
     out = io.BytesIO()
     warnings: list[str] = []
+    budget = _budget(limits)
     d = zlib.decompressobj(wbits=31)
+    pos = consumed = 0  # consumed: compressed bytes fed, over all concatenated members
+    total = len(raw)
     try:
-        pos = 0
-        while pos < len(raw):
-            chunk = d.decompress(raw[pos : pos + (1 << 20)], limits.max_file_bytes + 1 - out.tell())
+        while True:
+            if d.unconsumed_tail:
+                data = d.unconsumed_tail
+            elif pos < len(raw):
+                data = raw[pos : pos + _STEP]
+                pos += len(data)
+                consumed += len(data)
+            else:
+                if not d.eof:
+                    warnings.append(f"{name}: gzip stream is truncated; analyzed the readable part")
+                break
+            chunk = d.decompress(data, _STEP * 16)
+            if not budget.take(len(chunk)):
+                warnings.append(budget.over(name))
+                break
             out.write(chunk)
-            pos += 1 << 20
-            if pos & ((16 << 20) - 1) == 0:
-                _unpacked(pos / len(raw))
+            if consumed & ((16 << 20) - 1) == 0:
+                _unpacked(min(1.0, consumed / total))
             if out.tell() > limits.max_file_bytes:
                 warnings.append(f"{name}: decompressed size over {limits.max_file_bytes >> 20} MiB, cut there")
                 break
-            if d.eof and d.unused_data:  # concatenated gzip members
-                raw, pos = d.unused_data, 0
+            if out.tell() > limits.ratio_check_bytes and out.tell() > limits.max_ratio * consumed:
+                warnings.append(f"{name}: expands more than {limits.max_ratio}:1 (a compression bomb?); "
+                                f"analyzed the first {out.tell() >> 20} MiB")
+                break
+            if d.eof:
+                rest = d.unused_data + raw[pos:]
+                if not rest.strip(b"\0"):  # trailing padding after the last member
+                    break
+                raw, pos = rest, 0  # concatenated gzip members
                 d = zlib.decompressobj(wbits=31)
-        else:
-            if not d.eof:
-                warnings.append(f"{name}: gzip stream is truncated; analyzed the readable part")
     except zlib.error as exc:
         warnings.append(f"{name}: gzip stream is corrupt ({exc}); analyzed the readable part")
     return out.getvalue(), warnings
@@ -121,98 +183,177 @@ def _safe_member_name(name: str) -> bool:
     return not p.is_absolute() and ".." not in p.parts and not (len(name) > 1 and name[1] == ":")
 
 
-def _from_tar(raw: bytes, display: str, limits: Limits, share: float) -> Iterator[InputFile]:
+def _kind_of_tar_member(member: tarfile.TarInfo) -> str | None:
+    """What a non-regular tar member is, for the line that says it was skipped (None: a directory)."""
+    if member.isdir():
+        return None
+    if member.issym():
+        return "symbolic link"
+    if member.islnk():
+        return "hard link"
+    if member.ischr() or member.isblk():
+        return "device"
+    if member.isfifo():
+        return "FIFO"
+    return "special"
+
+
+def _from_tar(raw: bytes, display: str, limits: Limits, share: float, depth: int) -> Iterator[InputFile]:
     import tarfile
 
-    total = 0
+    budget = _budget(limits)
     try:
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:
+            members = []
             for count, member in enumerate(tar):
                 if count >= limits.max_members:
-                    yield InputFile(display, b"", warnings=[f"{display}: over {limits.max_members} members"])
-                    return
-                name = f"{display}!{member.name}"
-                if not member.isfile():
-                    continue  # directories, links and devices are never followed
-                if not _safe_member_name(member.name):
-                    yield InputFile(name, b"", warnings=[f"{name}: unsafe member path, skipped"])
-                    continue
-                total += member.size
-                if member.size > limits.max_file_bytes or total > limits.max_total_bytes:
-                    yield InputFile(name, b"", warnings=[f"{name}: over the archive size cap, skipped"])
-                    continue
-                fh = tar.extractfile(member)
-                if fh is not None:
-                    _unpacked(member.offset_data / len(raw))
-                    yield from _classify(fh.read(), name, member.mtime, limits, depth=1,
-                                         share=share * member.size / len(raw))
-    except (tarfile.TarError, EOFError, OSError) as exc:
+                    yield InputFile(display, b"", warnings=[f"{display}: over {limits.max_members} members, "
+                                                            "the rest skipped"])
+                    break
+                members.append(member)
+            names = [m.name for m in members if m.isfile()]
+            items = _tar_members(tar, members, raw, display, limits, share, depth, budget)
+            yield from _members(items, names)
+    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
         yield InputFile(display, b"", warnings=[f"{display}: unreadable tar archive ({exc})"])
 
 
-def _from_zip(raw: bytes, display: str, limits: Limits, share: float) -> Iterator[InputFile]:
+def _tar_members(tar: tarfile.TarFile, members: list[tarfile.TarInfo], raw: bytes, display: str, limits: Limits,
+                 share: float, depth: int, budget: Budget) -> Iterator[InputFile]:
+    skipped: dict[str, int] = {}
+    for member in members:
+        name = f"{display}!{member.name}"
+        if not member.isfile():
+            kind = _kind_of_tar_member(member)
+            if kind is not None:  # links and devices are never followed
+                skipped[kind] = skipped.get(kind, 0) + 1
+            continue
+        if not _safe_member_name(member.name):
+            yield InputFile(name, b"", warnings=[f"{name}: unsafe member path, skipped"])
+            continue
+        if member.size > limits.max_file_bytes:
+            yield InputFile(name, b"", warnings=[f"{name}: over the archive size cap, skipped"])
+            continue
+        if not budget.take(member.size):
+            yield InputFile(name, b"", warnings=[budget.over(name)])
+            continue
+        fh = tar.extractfile(member)
+        if fh is not None:
+            _unpacked(member.offset_data / len(raw))
+            yield from _classify(fh.read(), name, member.mtime, limits, depth=depth + 1,
+                                 share=share * member.size / len(raw))
+    if skipped:
+        what = ", ".join(f"{n} {kind} member{'s' if n > 1 else ''}" for kind, n in skipped.items())
+        yield InputFile(display, b"", warnings=[f"{display}: {what} skipped (never followed)"])
+
+
+def _zip_mode(info: zipfile.ZipInfo) -> int:
+    return (info.external_attr >> 16) & 0xFFFF if info.create_system == 3 else 0
+
+
+def _from_zip(raw: bytes, display: str, limits: Limits, share: float, depth: int) -> Iterator[InputFile]:
     import zipfile
 
-    total = 0
     try:
         with zipfile.ZipFile(io.BytesIO(raw)) as zf:
             infos = zf.infolist()
             if len(infos) > limits.max_members:
                 yield InputFile(display, b"", warnings=[f"{display}: over {limits.max_members} members"])
                 return
-            for info in infos:
-                name = f"{display}!{info.filename}"
-                if info.is_dir():
-                    continue
-                if not _safe_member_name(info.filename):
-                    yield InputFile(name, b"", warnings=[f"{name}: unsafe member path, skipped"])
-                    continue
-                total += info.file_size
-                if info.file_size > limits.max_file_bytes or total > limits.max_total_bytes:
-                    yield InputFile(name, b"", warnings=[f"{name}: over the archive size cap, skipped"])
-                    continue
-                mtime = None
-                try:
-                    import datetime as _dt
-
-                    mtime = _dt.datetime(*info.date_time).timestamp()
-                except ValueError:
-                    pass
-                _unpacked(info.header_offset / len(raw))
-                yield from _classify(zf.read(info), name, mtime, limits, depth=1,
-                                     share=share * info.compress_size / len(raw))
-    except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError, RuntimeError) as exc:
+            names = [i.filename for i in infos if not i.is_dir()]
+            yield from _members(_zip_members(zf, infos, raw, display, limits, share, depth), names)
+    except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError, RuntimeError, ValueError, EOFError,
+            OverflowError) as exc:  # ValueError: a negative seek from a bad central directory
         yield InputFile(display, b"", warnings=[f"{display}: unreadable zip archive ({exc})"])
 
 
-def _bundle_members(members: Iterator[InputFile]) -> list[InputFile]:
-    """An archive's members, with those of a packed bundle tagged as a bundle directory's are."""
+def _zip_members(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], raw: bytes, display: str, limits: Limits,
+                 share: float, depth: int) -> Iterator[InputFile]:
+    import datetime as _dt
+    import zipfile
+
+    budget = _budget(limits)
+    skipped: dict[str, int] = {}
+    for info in infos:
+        name = f"{display}!{info.filename}"
+        if info.is_dir():
+            continue
+        mode = _zip_mode(info)
+        if stat.S_IFMT(mode) and not stat.S_ISREG(mode):  # writers often leave the type bits 0
+            kind = "symbolic link" if stat.S_ISLNK(mode) else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(
+                mode) else "special"
+            skipped[kind] = skipped.get(kind, 0) + 1
+            continue
+        if not _safe_member_name(info.filename):
+            yield InputFile(name, b"", warnings=[f"{name}: unsafe member path, skipped"])
+            continue
+        if info.file_size > limits.max_file_bytes:
+            yield InputFile(name, b"", warnings=[f"{name}: over the archive size cap, skipped"])
+            continue
+        if info.file_size > limits.ratio_check_bytes and info.file_size > limits.max_ratio * max(1, info.compress_size):
+            yield InputFile(name, b"", warnings=[
+                f"{name}: would expand {info.file_size // max(1, info.compress_size)}:1 to "
+                f"{info.file_size >> 20} MiB (a compression bomb?), skipped"])
+            continue
+        if not budget.take(info.file_size):  # the reader never returns more than the declared size
+            yield InputFile(name, b"", warnings=[budget.over(name)])
+            continue
+        mtime = None
+        with suppress(ValueError, OverflowError, OSError):
+            mtime = _dt.datetime(*info.date_time).timestamp()
+        _unpacked(min(1.0, max(0, info.header_offset) / len(raw)))
+        try:
+            data = zf.read(info)
+        except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError, RuntimeError, ValueError, EOFError,
+                OverflowError) as exc:  # ValueError: a negative seek from a bad central directory
+            budget.left += info.file_size
+            yield InputFile(name, b"", warnings=[f"{name}: unreadable zip member ({exc})"])
+            continue
+        yield from _classify(data, name, mtime, limits, depth=depth + 1,
+                             share=share * info.compress_size / len(raw))
+    if skipped:
+        what = ", ".join(f"{n} {kind} member{'s' if n > 1 else ''}" for kind, n in skipped.items())
+        yield InputFile(display, b"", warnings=[f"{display}: {what} skipped (never followed)"])
+
+
+def _members(items: Iterator[InputFile], names: list[str]) -> Iterator[InputFile]:
+    """An archive's members as they are read, one at a time; those of a packed bundle (a member
+    named ``manifest.json``: its streams need their siblings) are read together and tagged as a
+    bundle directory's are."""
     from forensics import bundle
 
-    return bundle.tag_members(list(members))
+    if not any(n.rsplit("/", 1)[-1] == bundle.MANIFEST for n in names):
+        yield from items
+        return
+    yield from bundle.tag_members(list(items))
 
 
 def _classify(raw: bytes, display: str, mtime: float | None, limits: Limits, depth: int,
               share: float) -> Iterator[InputFile]:
     """Unwrap containers by their content; yield plain files (``share``: the on-disk bytes ``raw``
-    stands for, split among an archive's members)."""
+    stands for, split among an archive's members). ``depth``: archives around ``raw``."""
+    nested = depth >= 1
     if raw.startswith(GZIP_MAGIC):
         raw, warnings = _gunzip(raw, display, limits)
-        if _is_tar(raw) and depth < 2:
-            yield from _bundle_members(_from_tar(raw, display, limits, share))
+        if _is_tar(raw):
+            if depth >= limits.max_depth:
+                yield InputFile(display, b"", warnings=[_too_deep(display, limits)])
+                return
+            yield from _from_tar(raw, display, limits, share, depth)
             return
-        if depth == 0:
+        if not nested:
             _unpacked(1.0)
         yield InputFile(display, raw, mtime, warnings=warnings, share=share)
         return
-    if raw.startswith(ZIP_MAGIC) and depth < 2:
-        yield from _bundle_members(_from_zip(raw, display, limits, share))
+    if raw.startswith(ZIP_MAGIC) or _is_tar(raw):
+        if depth >= limits.max_depth:
+            yield InputFile(display, b"", warnings=[_too_deep(display, limits)])
+            return
+        reader = _from_zip if raw.startswith(ZIP_MAGIC) else _from_tar
+        yield from reader(raw, display, limits, share, depth)
         return
-    if _is_tar(raw) and depth < 2:
-        yield from _bundle_members(_from_tar(raw, display, limits, share))
-        return
-    if depth == 0:
-        _unpacked(1.0)  # an archive's members are all read before the first is parsed; a plain file is read
+    if not nested:
+        _unpacked(1.0)  # a plain file is read
     if raw.startswith(b"ElfFile\x00"):  # binary .evtx: its records as XML text (kind windows-evtx)
         from forensics.parsers.windows_evtx import evtx_to_xml
 
@@ -222,19 +363,55 @@ def _classify(raw: bytes, display: str, mtime: float | None, limits: Limits, dep
     yield InputFile(display, raw, mtime, share=share)
 
 
+def _too_deep(display: str, limits: Limits) -> str:
+    return f"{display}: an archive nested more than {limits.max_depth} deep, skipped"
+
+
 def _read_file(path: Path, display: str, limits: Limits) -> Iterator[InputFile]:
     try:
         st = path.stat()
-        if st.st_size > limits.max_file_bytes:
+        special = not stat.S_ISREG(st.st_mode)  # a device, FIFO or socket: st_size says nothing
+        if not special and st.st_size > limits.max_file_bytes:
             too_big = f"{display}: larger than {limits.max_file_bytes >> 20} MiB, skipped"
             yield InputFile(display, b"", warnings=[too_big])
             return
         _reading(display, st.st_size)
-        raw = path.read_bytes()
+        cap = limits.max_special_bytes if special or st.st_size == 0 else limits.max_file_bytes
+        raw, cut = _read_capped(path, cap, fifo=stat.S_ISFIFO(st.st_mode))
     except OSError as exc:
         yield InputFile(display, b"", warnings=[f"{display}: cannot read ({exc.strerror or exc})"])
         return
+    if cut:
+        what = "a device or FIFO" if special else "a file that kept growing past its size"
+        note = f"{display}: {what}; read its first {cap >> 20} MiB"
+        for item in _classify(raw, display, st.st_mtime, limits, depth=0, share=len(raw)):
+            item.warnings.insert(0, note)
+            yield item
+        return
     yield from _classify(raw, display, st.st_mtime, limits, depth=0, share=len(raw))
+
+
+def _read_capped(path: Path, cap: int, fifo: bool = False) -> tuple[bytes, bool]:
+    """At most ``cap`` bytes of ``path`` (and whether there was more), never trusting ``st_size``:
+    /dev/zero, /dev/urandom, /proc files and FIFOs all report 0. A FIFO is opened without
+    waiting for a writer (none: it reads as empty)."""
+    flags = os.O_RDONLY | (os.O_NONBLOCK if fifo else 0)
+    fd = os.open(path, flags)
+    try:
+        if fifo:
+            os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= cap:
+            chunk = os.read(fd, min(_STEP * 4, cap + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    return (raw[:cap], True) if len(raw) > cap else (raw, False)
 
 
 def _walk(root: Path, limits: Limits, bundles: bool = True) -> Iterator[InputFile]:
@@ -289,15 +466,16 @@ def expand_inputs(paths: Sequence[str], limits: Limits | None = None,
                   meter: Meter | None = None) -> Iterator[InputFile]:
     """Every input file behind ``paths``, in the order given (directories sorted). ``meter`` is
     credited as files are read (see :func:`input_size` for its total)."""
-    if meter is None:
-        yield from _expand(paths, limits or Limits())
-        return
+    limits = limits or Limits()
+    budget = _BUDGET.set(Budget(limits))
     token = _METER.set(meter)
     try:
-        yield from _expand(paths, limits or Limits())
+        yield from _expand(paths, limits)
     finally:
         with suppress(ValueError):  # closed from another context (an abandoned generator collected elsewhere)
             _METER.reset(token)
+        with suppress(ValueError):
+            _BUDGET.reset(budget)
 
 
 STDIN = "-"

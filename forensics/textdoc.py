@@ -9,7 +9,9 @@ buffer for literal anchors and decodes only the lines that hold one, and
 from __future__ import annotations
 
 import codecs
+import re
 import sys
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -17,11 +19,25 @@ __all__ = ["MAX_LINE_BYTES", "Line", "TextDocument", "decode_bytes"]
 
 #: Longest physical line handed to a parser; longer lines are cut (and counted).
 MAX_LINE_BYTES = 1 << 20
+#: Lines whose offsets :attr:`TextDocument.recent` keeps.
+RECENT_SPANS = 3
+#: Characters of each line :meth:`TextDocument.head` hands to format detection.
+HEAD_LINE_CHARS = 64 << 10
 #: Bytes read between two calls of :attr:`TextDocument.progress` (a few hundred per GB).
 PROGRESS_STEP = 4 << 20
 #: Part of a parse's progress that the literal scan of :meth:`TextDocument.candidate_starts` stands
 #: for; reading the candidate lines it found is the rest.
 SCAN_SHARE = 0.5
+
+
+#: Longest run of digits a parser sees: Python refuses ``int()`` of more than 4,300 digits (and
+#: is quadratic below that), so a garbled 5,000-digit number is cut to this many on decoding.
+MAX_DIGITS = 1000
+_DIGIT_RUN = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+
+
+def _cut_digit_runs(text: str) -> str:
+    return _DIGIT_RUN.sub(lambda m: m.group(0)[:MAX_DIGITS], text)
 
 
 class Line(NamedTuple):
@@ -36,22 +52,25 @@ def decode_bytes(raw: bytes) -> tuple[bytes, str]:
     """Normalise a file's bytes to UTF-8. Returns (utf8 bytes, encoding name found).
 
     UTF-16 (PowerShell 5.1 ``Out-File``) is recognised by its BOM or by NUL bytes in
-    every other position; anything else is taken as UTF-8 with errors replaced later.
+    every other position (either parity: little or big endian); anything else is taken
+    as UTF-8 with errors replaced later.
     """
     if raw.startswith(codecs.BOM_UTF8):
         return raw[len(codecs.BOM_UTF8) :], "utf-8-sig"
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return raw.decode("utf-16", errors="replace").encode("utf-8"), "utf-16"
-    head = raw[:4096]
-    if len(head) >= 16 and head[1::2].count(0) > len(head) * 0.4 and head[0::2].count(0) < len(head) * 0.05:
-        return raw.decode("utf-16-le", errors="replace").encode("utf-8"), "utf-16-le"
+    from forensics.binary import utf16_parity
+
+    parity = utf16_parity(raw[:4096])
+    if parity is not None:
+        return raw.decode(parity, errors="replace").encode("utf-8"), parity
     return raw, "utf-8"
 
 
 class TextDocument:
     """A whole text file in memory, addressed by line number and byte offset."""
 
-    __slots__ = ("_line_starts", "_next_report", "_progress", "_scanned", "data", "encoding", "path",
+    __slots__ = ("_line_starts", "_next_report", "_progress", "_scanned", "data", "encoding", "path", "recent",
                  "truncated_lines")
 
     def __init__(self, data: bytes, path: str, encoding: str = "utf-8") -> None:
@@ -59,6 +78,9 @@ class TextDocument:
         self.path = path
         self.encoding = encoding
         self.truncated_lines = 0
+        #: (start, end) byte offsets of the lines decoded last, newest last: where a parser that
+        #: raised was reading (it may have read a line or two ahead)
+        self.recent: deque[tuple[int, int]] = deque(maxlen=RECENT_SPANS)
         self._line_starts: list[int] | None = None
         self._progress: Callable[[float], None] | None = None
         self._next_report = sys.maxsize
@@ -99,12 +121,16 @@ class TextDocument:
 
     # -- decoding -----------------------------------------------------------------------------
     def _decode(self, start: int, end: int) -> str:
+        self.recent.append((start, end))
         if end - start > MAX_LINE_BYTES:
             end = start + MAX_LINE_BYTES
             self.truncated_lines += 1
         if end > start and self.data[end - 1 : end] == b"\r":
             end -= 1
-        return self.data[start:end].decode("utf-8", errors="replace")
+        text = self.data[start:end].decode("utf-8", errors="replace")
+        if end - start > MAX_DIGITS:
+            text = _cut_digit_runs(text)
+        return text
 
     # -- sequential access --------------------------------------------------------------------
     def lines(self, start_offset: int = 0, start_no: int = 1) -> Iterator[Line]:
@@ -122,12 +148,13 @@ class TextDocument:
                 self._report(pos)
                 next_report = self._next_report
 
-    def head(self, n: int = 40) -> list[str]:
-        """The first ``n`` non-empty lines, for format detection."""
+    def head(self, n: int = 40, width: int = HEAD_LINE_CHARS) -> list[str]:
+        """The first ``n`` non-empty lines, for format detection, each cut to ``width`` characters
+        (detectors' regexes never see a pathological line whole)."""
         out: list[str] = []
         for line in self.lines():
             if line.text.strip():
-                out.append(line.text)
+                out.append(line.text[:width])
                 if len(out) >= n:
                     break
         return out
@@ -162,6 +189,13 @@ class TextDocument:
         nl = self.data.find(b"\n", offset)
         end = len(self.data) if nl < 0 else nl
         return Line(self.line_no_at(start), start, self._decode(start, end))
+
+    def without(self, spans: Iterable[tuple[int, int]]) -> TextDocument:
+        """A copy with the byte ranges ``spans`` blanked (spaces: offsets and line numbers stay)."""
+        data = bytearray(self.data)
+        for start, end in spans:
+            data[start:end] = b" " * (end - start)
+        return TextDocument(bytes(data), self.path, self.encoding)
 
     def lines_from(self, line: Line) -> Iterator[Line]:
         """The lines after ``line``."""

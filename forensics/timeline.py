@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from forensics.clock import YEAR_INFERRED, shift_years
+from forensics.clock import YEAR_INFERRED, plausible_ns, shift_years
 from forensics.events import Event, MetricSample, TsSource
 from forensics.identity import IdentityTable, build_identity
 
@@ -106,14 +106,31 @@ class Timeline:
         return pd.DataFrame(rows)
 
 
+def _plausible(e: Event) -> Event:
+    """``e`` with a stamp outside the clock's range (a garbled number: year 9999, a huge NVML
+    ``t``) taken away, so no arithmetic or renderer downstream meets it."""
+    if e.ts is None or plausible_ns(e.ts) is not None:
+        return e
+    return replace(e, ts=None)
+
+
+def plausible_metrics(metrics: Sequence[MetricSample]) -> list[MetricSample]:
+    """The samples whose stamps are in the clock's range (one without a stamp is kept)."""
+    return [m for m in metrics if m.ts is None or plausible_ns(m.ts) is not None]
+
+
 def place_boot_relative(events: Sequence[Event], boot_time_ns: int | None) -> list[Event]:
-    """Give boot-relative events a UTC time when the boot time is known."""
+    """Give boot-relative events a UTC time when the boot time is known (and take away stamps
+    outside the clock's range, see :func:`forensics.clock.plausible_ns`)."""
+    events = [_plausible(e) for e in events]
     if boot_time_ns is None:
-        return list(events)
+        return events
     out = []
     for e in events:
         if e.ts is None and e.uptime_ns is not None:
-            e = replace(e, ts=boot_time_ns + e.uptime_ns, ts_source=TsSource.BOOT_RELATIVE)
+            ts = plausible_ns(boot_time_ns + e.uptime_ns)
+            if ts is not None:
+                e = replace(e, ts=ts, ts_source=TsSource.BOOT_RELATIVE)
         out.append(e)
     return out
 

@@ -94,7 +94,7 @@ def json_objects(doc: TextDocument, ctx: ParseContext) -> Iterator[tuple[Line, d
             continue
         try:
             obj = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the stack
             if pos < len(lines) - 1:
                 ctx.warn("not a JSON line", line)
             continue

@@ -19,7 +19,9 @@ from forensics.events import Event, Origin, Severity, TsSource
 from forensics.parsers.base import ParseContext, Record
 from forensics.textdoc import TextDocument
 
-_MARKERS = ('"format": "gpu-forensics-bundle"', '"format":"gpu-forensics-bundle"')
+_MARKERS = ('"format": "gpu-forensics-bundle"', '"format":"gpu-forensics-bundle"',
+            # the marker the recorder writes when recording degrades (record/degrade.py)
+            '"format": "gpu-forensics-degraded"', '"format":"gpu-forensics-degraded"')
 _QUIET = ("ok", "starting")
 
 _FINISHED = """{
@@ -86,11 +88,14 @@ class BundleManifestParser:
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
         try:
             data = json.loads(doc.data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             ctx.warn(f"manifest is not valid JSON ({exc})")
             return
         if not isinstance(data, dict):
             ctx.warn("manifest is not a JSON object")
+            return
+        if data.get("format") == "gpu-forensics-degraded":
+            yield from _degraded(data, doc, ctx, ctx.host)
             return
         host = data.get("host") if isinstance(data.get("host"), str) else ctx.host
         start = _int(data.get("start_ns"))
@@ -155,11 +160,34 @@ class BundleManifestParser:
                 severity=Severity.INFO if st in ("unavailable", "not-ready") else Severity.WARNING, host=host,
                 attrs={"reason": f"source-{st}", "recorder_source": name, "detail": reason},
             )
+        yield from _degraded(data, doc, ctx, host)
         for err in data.get("recorder_errors") or []:
             no, off = _line_of(doc, "recorder_errors")
             yield Event(ts=start, ts_source=TsSource.EXACT if start else TsSource.NONE, source=ctx.source,
                         kind="recorder", message=f"recorder error: {err}", origin=Origin(ctx.path, no, off),
                         severity=Severity.WARNING, host=host, attrs={"reason": "recorder-error"})
+
+
+def _degraded(data: dict[str, Any], doc: TextDocument, ctx: ParseContext, host: str | None) -> Iterator[Record]:
+    """A ``recorder`` event (and a warning) per file that stopped being recorded, from the
+    manifest's ``degraded`` list or from the marker written when the manifest could not be."""
+    items = data.get("degraded")
+    if not isinstance(items, list):
+        return
+    no, off = _line_of(doc, "degraded")
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        what, error, since = item.get("file"), item.get("error"), item.get("since")
+        offset = _int(item.get("offset"))
+        after = f" after byte {offset:,}" if offset is not None else ""
+        message = f"recording degraded: {what}: {error} from {since}; the output{after} was not recorded"
+        ctx.warn(message)
+        ts = _int(item.get("since_ns"))
+        yield Event(ts=ts, ts_source=TsSource.EXACT if ts else TsSource.NONE, source=ctx.source, kind="recorder",
+                    message=message, origin=Origin(ctx.path, no, off), severity=Severity.WARNING, host=host,
+                    attrs={"reason": "recording-degraded", "recorder_source": what, "detail": error,
+                           "offset": offset})
 
 
 PARSER = BundleManifestParser()

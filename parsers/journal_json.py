@@ -181,7 +181,7 @@ class JournalJsonParser:
                 continue
             try:
                 entry = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):
                 bad += 1
                 continue
             h = entry_head(entry)
@@ -208,7 +208,7 @@ class JournalJsonParser:
             if line.text.rstrip() == "}":
                 try:
                     h = entry_head(json.loads("\n".join(buf)))
-                except ValueError:
+                except (ValueError, RecursionError):
                     h = None
                 if h is None:
                     bad += 1

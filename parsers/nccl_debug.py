@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["NcclLine", "bus_id_to_pci", "chain_code", "nccl_tests_outcome", "parse_nccl_line", "parse_nccl_tests"]
 
-_LINE = re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+_LINE = re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d{1,10}):(?P<tid>\d{1,10}) \[(?P<dev>\d{1,6})\] "
                    r"(?:(?P<src>[\w./-]+:\d+) )?NCCL (?P<lv>INFO|WARN|ERROR|ABORT|TRACE) ?(?P<msg>.*)$")
 _INIT = re.compile(r"comm (?P<comm>0x[0-9a-f]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
                    r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-f:.]+)")

@@ -19,7 +19,7 @@ from forensics.textdoc import TextDocument
 __all__ = ["LINK_MEANING", "PARSER"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|\[\d+m")
-_DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d*_\d+|mlx5_\w+)$")
+_DEVICE = re.compile(r"^(GPU\d{1,6}|NIC\d{1,6}|mlx\d*_\d+|mlx5_\w+)$")
 _LINK = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$")
 
 #: The legend nvidia-smi prints, shortened.
@@ -80,7 +80,7 @@ Legend:
             if _DEVICE.match(tokens[0]) and (len(tokens) == 1 or not _LINK.match(tokens[1])):
                 devices = [t for t in tokens if _DEVICE.match(t)]  # the header row (maybe repeated)
                 continue
-            if not devices or not re.match(r"^GPU\d+$", tokens[0]):
+            if not devices or not re.match(r"^GPU\d{1,6}$", tokens[0]):
                 continue
             row = tokens[0]
             links = tokens[1: 1 + len(devices)]

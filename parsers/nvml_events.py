@@ -29,7 +29,10 @@ _SAMPLE = """{"format": "gpu-forensics-nvml-events", "version": 1, "host": "gpu-
 
 
 def _iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except (ValueError, OverflowError, OSError):
+        return "?"
 
 
 class NvmlEventsParser:

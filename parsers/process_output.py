@@ -796,7 +796,7 @@ _STRONG = re.compile(
     r"Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+|\[rank\d+\]:|ProcessGroupNCCL|"
     r"terminate called|what\(\):|^frame #\d+:|Fatal Python error|^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): |"
     r"ChildFailedError|exitcode|torch\.distributed|\{'(?:loss|eval_loss|train_runtime)'|"
-    r"\d+/\d+ \[[\d:]+<[\d:?]*,|OVERFLOW!|Warning: |CUDA error|THCudaCheck|Assertion `|"
+    r"(?<![\d/])\d+/\d+ \[[\d:]+<[\d:?]*,|OVERFLOW!|Warning: |CUDA error|THCudaCheck|Assertion `|"
     r"\(\w+ (?:rank=\d+ )?pid=\d+\)|Exception raised from|^\s*\^+\s*$|CUDA out of memory|"
     r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] \[(?:INFO|WARNING|ERROR)\]|"
     r"it/s\]|s/it\]|tokens/s|tok/s|samples/s|Loss: |loss: |[Ss]teps?: \d+"

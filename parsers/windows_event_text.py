@@ -74,9 +74,10 @@ _EVENT_ID_LABEL = re.compile(
     r"事件識別碼|イベント ID|이벤트 ID)\s*[:：]", re.M
 )
 _UNRESOLVED = re.compile(
-    r"The description for Event ID '?(\d+)'? (?:from|in) source '?([^' ]+)'? cannot be found", re.I
+    r"The description for Event ID '?(\d{1,10})'? (?:from|in) source '?([^' ]+)'? cannot be found", re.I
 )
-_UNRESOLVED_DE = re.compile(r"Die Beschreibung für die Ereignis-ID (\d+) aus der Quelle (\S+) wurde nicht gefunden")
+_UNRESOLVED_DE = re.compile(
+    r"Die Beschreibung für die Ereignis-ID (\d{1,10}) aus der Quelle (\S+) wurde nicht gefunden")
 _INCLUDED = re.compile(
     r"following information (?:was included with|is part of) the event|folgenden Informationen", re.I
 )

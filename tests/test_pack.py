@@ -112,8 +112,8 @@ def test_no_planted_secret_survives_anywhere(tmp_path: Path) -> None:
     assert out.read_bytes()[:2] == b"\x1f\x8b"
     report = members["case/bundle/REDACTIONS.txt" if "case/bundle/REDACTIONS.txt" in members else "case/REDACTIONS.txt"]
     text = report.decode()
-    for kind in ("hf-token", "github-token", "openai-style-key", "aws-access-key", "aws-secret-key",
-                 "authorization-header", "bearer-token", "url-credentials", "password-or-token-value"):
+    for kind in ("huggingface-token", "github-token", "api-key", "aws-access-key-id", "assignment",
+                 "authorization", "bearer-token", "url-credentials"):
         assert f"{kind}: " in text
     assert all(s not in text for s in SECRETS)
 

@@ -54,9 +54,10 @@ def test_tar_gz_members_and_unsafe_paths(tmp_path: Path) -> None:
     files = list(expand_inputs([str(p)]))
     good = [f for f in files if f.raw]
     assert [f.display for f in good] == [f"{p}!logs/dmesg.txt"]
-    unsafe = [w for f in files for w in f.warnings if "unsafe" in w]
+    unsafe = [w for f in files for w in f.warnings if "unsafe member" in w]
     assert len(unsafe) == 2
     assert not any("shadow" in f.display for f in files)
+    assert any(w.endswith(": 1 symbolic link member skipped (never followed)") for f in files for w in f.warnings)
 
 
 def test_zip_member_count_cap(tmp_path: Path) -> None:

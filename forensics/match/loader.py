@@ -228,6 +228,15 @@ def _check_evidence(c: _Checker, item: Any, idx: int, seen: set[str]) -> Evidenc
                 where = f" at position {pos}" if pos is not None else ""
                 c.error(loc.line("evidence", idx, "regex"),
                         f"{label}: regex does not compile: {reason}{where}: '{regex_text}'")
+            else:
+                from forensics.match.redos import nested_quantifier
+
+                nested = nested_quantifier(regex_text)
+                if nested is not None:
+                    c.error(loc.line("evidence", idx, "regex"),
+                            f"{label}: regex has a nested quantifier ({nested}) and can take exponential time "
+                            f"on a line it does not match: '{regex_text}' (give the inner repeat a required end, "
+                            "e.g. (\\w+\\s)+, or make the group atomic: (?>…))")
     elif not literals and not kinds and "attrs" not in item:
         c.error(header, f"{label}: selects every event (give literals, a regex, kinds or attrs)")
     attrs: list[tuple[str, tuple[Any, ...]]] = []

@@ -76,15 +76,16 @@ class EventIndex:
         text = self._texts[i]
         if len(text) > MAX_REGEX_TEXT:
             text = text[:MAX_REGEX_TEXT]
+        key = (sig_id, ev.name)
+        if key in self._timed_out:  # capped: one timeout per (signature, evidence) and analysis, not 300
+            return False
         try:
             return ev.pattern.search(text, timeout=REGEX_TIMEOUT_S) is not None
         except TimeoutError:
-            key = (sig_id, ev.name)
-            if key not in self._timed_out:
-                self._timed_out.add(key)
-                self.warnings.append(
-                    f"signature {sig_id}: regex of evidence {ev.name!r} ran over {REGEX_TIMEOUT_S} s on "
-                    f"{self.events[i].origin} and was skipped there")
+            self._timed_out.add(key)
+            self.warnings.append(
+                f"signature {sig_id}: regex of evidence {ev.name!r} ran over {REGEX_TIMEOUT_S} s on "
+                f"{self.events[i].origin}; it is skipped for the rest of this analysis")
             return False
 
     def select(self, ev: Evidence, sig_id: str = "") -> list[int]:

@@ -36,6 +36,8 @@ __all__ = ["decide"]
 TOLERANCE_NS = 30 * 10**9
 DEFAULT_MAX_GAP_NS = 3600 * 10**9
 STALE_NS = 2 * 3600 * 10**9
+#: A watchdog timeout above a year is a garbled number (and may not even fit a float).
+MAX_TIMEOUT_MS = 366 * 86_400_000
 STALE_STRENGTH = 0.5  # a later incident must be at least this strong, relative, to make an old one stale
 NEAR_LINES = 300
 LEAGUE = 12.0  # strength difference within which the earlier finding wins
@@ -62,7 +64,8 @@ def _node(m: Match, events: Sequence[Event]) -> _Node:
     for e in evs:
         lo, hi = lines.get(e.origin.path, (e.origin.line, e.origin.line))
         lines[e.origin.path] = (min(lo, e.origin.line), max(hi, e.origin.line + e.origin.nlines - 1))
-    timeouts = [t for e in evs if isinstance(t := e.attrs.get("timeout_ms"), int | float) and t > 0]
+    timeouts = [min(t, MAX_TIMEOUT_MS) for e in evs
+                if isinstance(t := e.attrs.get("timeout_ms"), int | float) and t > 0]
     max_gap = max(DEFAULT_MAX_GAP_NS, int(max(timeouts, default=0) * 1.5e6) + 60 * 10**9)
     strength = m.sig.priority * (0.5 + 0.5 * m.finding.score)
     return _Node(m, min(stamps) if stamps else None, max(stamps) if stamps else None, lines, strength, max_gap)

@@ -27,7 +27,7 @@ from typing import Any
 
 from forensics.bundle import IDX_MAGIC
 from forensics.errors import UsageError
-from forensics.secrets import REDACTED, has_secret, redact_text
+from forensics.secrets import REDACTED, has_secret, mask_text, redact_text
 
 __all__ = ["Anonymizer", "PackResult", "downsample_nvml", "pack", "parse_size", "redact_bytes"]
 
@@ -397,22 +397,11 @@ def _prepare(files: list[tuple[str, Path]], anon: Anonymizer | None, counts: Cou
 def _redact_binary(raw: bytes, counts: Counter[str]) -> bytes:
     """Secrets inside a binary file (a flight-recorder pickle) replaced by as many ``*`` — the length
     stays, so length-prefixed strings stay valid."""
-    text = raw.decode("latin-1")
-    local: Counter[str] = Counter()
-    red, local = redact_text(text, local)
+    masked, local = mask_text(raw.decode("latin-1"))
     if not local:
         return raw
     counts.update(local)
-    # redo with same-length masks: find each changed span by matching the patterns directly
-    from forensics.secrets import PATTERNS
-
-    for _kind_name, pattern, keep in PATTERNS:
-        def mask(m: re.Match[str], keep: int = keep) -> str:
-            kept = "".join(m.group(i + 1) or "" for i in range(keep))
-            return kept + "*" * (len(m.group(0)) - len(kept))
-
-        text = pattern.sub(mask, text)
-    return text.encode("latin-1")
+    return masked.encode("latin-1")
 
 
 def _build(members: list[Member], redactions: str, factor: int) -> bytes:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from forensics.record.bounded import run_bounded
+from forensics.record.lifeline import die_with_recorder
 from forensics.record.writer import AppendFile
 
 __all__ = ["KMSG_ENV", "SOURCES_ENV", "KernelLogFollower"]
@@ -124,7 +125,7 @@ class KernelLogFollower(threading.Thread):
         exe = shutil.which("journalctl")
         if exe is None:
             return "journalctl: not installed"
-        probe = run_bounded([exe, "-k", "-n", "1", "-q", "--no-pager", "-o", "json"], timeout=5)
+        probe = run_bounded(die_with_recorder([exe, "-k", "-n", "1", "-q", "--no-pager", "-o", "json"]), timeout=5)
         if probe.problem:
             return f"journalctl: {probe.problem}"
         if probe.rc != 0 or not probe.stdout.strip():
@@ -132,7 +133,8 @@ class KernelLogFollower(threading.Thread):
             return "journalctl: " + lines[0]
         since = datetime.fromtimestamp(time.time() - BEFORE_S, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         out = self.register(AppendFile(self.bundle / "journal.jsonl"))
-        self._proc = subprocess.Popen([exe, "-k", "-f", "-q", "--no-pager", "-o", "json", "--since", since],
+        self._proc = subprocess.Popen(die_with_recorder([exe, "-k", "-f", "-q", "--no-pager", "-o", "json",
+                                                         "--since", since]),
                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.on_status("kernel_log", {"status": "ok", "source": "journal", "file": "journal.jsonl",
                                       "context_before_s": BEFORE_S})

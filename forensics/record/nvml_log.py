@@ -45,8 +45,10 @@ def _dumps(obj: Any) -> bytes:
 class NvmlLog:
     """Writes ticks to ``<bundle>/nvml.jsonl`` with deltas, keyframes and rotation."""
 
-    def __init__(self, bundle: Path, header: dict[str, Any], rotate_bytes: int = ROTATE_BYTES) -> None:
+    def __init__(self, bundle: Path, header: dict[str, Any], rotate_bytes: int = ROTATE_BYTES,
+                 on_error: Any = None) -> None:
         self.bundle = bundle
+        self.on_error = on_error  # given to each live file (AppendFile.on_error)
         self.header = {"format": FORMAT, "version": 1, "time": "unix-ms", "columns": COLUMNS, **header}
         self.rotate_bytes = rotate_bytes
         self.segment = self._next_segment()
@@ -64,6 +66,7 @@ class NvmlLog:
 
     def _open_live(self) -> AppendFile:
         f = AppendFile(self.bundle / LIVE)
+        f.on_error = self.on_error
         if f.size == 0:
             f.write(_dumps({**self.header, "segment": self.segment}))
         else:

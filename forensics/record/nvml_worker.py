@@ -137,9 +137,23 @@ def listen(nv: Nvml, guard: CallGuard, events: AppendFile, control: Control, sto
         events.fsync()
 
 
+#: The recorder's pid, set by the supervisor: the parent this worker must still have once its
+#: death signal is armed (a recorder killed in the worker's first moments left it to PID 1).
+PARENT_ENV = "FORENSICS_RECORDER_PID"
+
+
+def _expected_parent() -> int:
+    try:
+        return int(os.environ.get(PARENT_ENV, ""))
+    except ValueError:
+        return os.getppid()
+
+
 def run(bundle: Path, interval: float, page_fd: int, write_static: bool) -> int:
     _die_with_parent()
-    parent = os.getppid()
+    parent = _expected_parent()
+    if os.getppid() != parent:  # the recorder died before PR_SET_PDEATHSIG was armed: nobody will stop us
+        return 0
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     stop = threading.Event()
@@ -153,12 +167,17 @@ def run(bundle: Path, interval: float, page_fd: int, write_static: bool) -> int:
         return 0
     control.send(status="ok", gpus=len(nv.gpus), names=sorted({g.name for g in nv.gpus}))
     events = events_file(bundle)
+
+    def write_failed(f: AppendFile) -> None:  # the disk filled: the recorder says so (record/degrade.py)
+        control.send(lost=f.path.name, error=f.error, offset=f.size)
+
+    events.on_error = write_failed
     listener = threading.Thread(target=listen, name="nvml-events", daemon=True,
                                 args=(nv, CallGuard(page, 1), events, control, stop, bundle, write_static))
     listener.start()
     header = {"interval_s": interval, "host": socket.gethostname(),
               "gpus": [{"i": g.index, "pci": g.pci, "name": g.name, "uuid": g.uuid} for g in nv.gpus]}
-    log = NvmlLog(bundle, header)
+    log = NvmlLog(bundle, header, on_error=write_failed)
     slow_every = max(1, round(1.0 / interval))
     tick = 0
     next_t = time.monotonic()

@@ -6,9 +6,11 @@ Three rules, applied everywhere a value is written:
   ``HF_TOKEN``, ``WANDB_API_KEY``, ``AWS_ACCESS_KEY_ID`` …) hides its whole value;
 * **credentials inside a URL** (``https://user:pass@host``) are replaced, the rest of
   the URL is kept;
-* **well-known token shapes** (``hf_…``, ``ghp_…``, ``sk-…``, ``AKIA…``, ``xox?-…``, JWTs) and
-  ``Authorization:`` / ``Bearer`` / ``password=`` values are hidden wherever they appear
-  (patterns in :mod:`forensics.secrets`).
+* **well-known token shapes** (``hf_…``, ``ghp_…``, ``sk-…``, ``AKIA…``, ``xox?-…``, JWTs),
+  values after ``password=`` / ``token=`` / ``Authorization:`` and the like are hidden wherever
+  they appear, also inside one argument such as ``sh -c "… --password=…"`` or under a
+  harmless name (``MY_SERVICE_CONF=…hf_…``): :func:`forensics.secrets.redact_text`, the one
+  list of credential shapes, shared with ``analyze`` output and ``pack``.
 
 On the command line, ``--token xyz``, ``--api-key=xyz`` and ``key=xyz`` style overrides
 are redacted by the same name rule. The stdout/stderr streams are kept raw (a program
@@ -67,7 +69,7 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
                     out.append(arg)
                     hide_next = True
                 continue
-        elif "=" in arg and not arg.startswith(("/", ".")):
+        elif "=" in arg and not arg.startswith(("/", ".")) and not any(c.isspace() for c in arg):
             key, _, _value = arg.partition("=")
             # hydra / key=value overrides: the last dotted part is the name.
             if key and " " not in key and is_secret_name(key.rsplit(".", 1)[-1]):

@@ -30,8 +30,10 @@ from forensics.errors import RecordError, UsageError
 from forensics.record.arm import TORCH_DIR, arm_env
 from forensics.record.child import Child, ExitStatus
 from forensics.record.clock import boot_times, iso_utc, local_zone_name, now_ns, stamp_for_path
+from forensics.record.degrade import Degradation
 from forensics.record.keeper import Keeper, KeptStream
 from forensics.record.kernel_log import KernelLogFollower
+from forensics.record.lifeline import die_with_recorder
 from forensics.record.redact import redact_argv, redact_env
 from forensics.record.supervisor import RECORDER_LOG, NvmlSupervisor
 from forensics.record.tee import PIPE_BATCH_S, StreamTee
@@ -51,6 +53,8 @@ class Manifest:
     def __init__(self, bundle: Path, data: dict[str, Any]) -> None:
         self.path = bundle / MANIFEST
         self.data = data
+        #: told when the manifest cannot be written (the disk is full, the directory gone)
+        self.on_error: Any = None
         self._lock = threading.Lock()
         self._hb_fd = os.open(bundle / "heartbeat", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
@@ -66,11 +70,18 @@ class Manifest:
         with self._lock:
             self.data.setdefault("recorder_errors", []).append(f"{what}: {type(exc).__name__}: {exc}")
 
-    def write(self) -> None:
+    def write(self) -> bool:
         with self._lock:
             snapshot = json.loads(json.dumps(self.data, default=str))
-        with contextlib.suppress(OSError):  # disk full / gone: the previous manifest stays valid
+        try:
             atomic_write_json(self.path, snapshot)
+        except OSError as exc:  # disk full / gone: the previous manifest stays valid
+            with contextlib.suppress(OSError):
+                os.unlink(self.path.with_name(self.path.name + ".tmp"))
+            if self.on_error is not None:
+                self.on_error(os.strerror(exc.errno) if exc.errno else str(exc))
+            return False
+        return True
 
     def heartbeat(self) -> None:
         ns = now_ns()
@@ -206,8 +217,10 @@ class Recording:
             "heartbeat_ns": self.start_ns,
         })
         self.manifest.write()
+        self.degradation = Degradation(self.bundle, self._persist_degraded)
+        self.manifest.on_error = lambda error: self.degradation.lost(MANIFEST, error)
         self.child = Child(self.argv, self.env)
-        self.flusher = Flusher(self._tick)
+        self.flusher = Flusher(self._tick, on_error=self._file_lost)
         self.tees: list[StreamTee] = []
         self.supervisor: NvmlSupervisor | None = None
         self.kernel_log: KernelLogFollower | None = None
@@ -215,9 +228,19 @@ class Recording:
         self.keeper: Keeper | None = None
 
     def _tick(self) -> None:
-        """Once a second: the heartbeat, and the terminal's size passed on to the child's pseudo-terminals."""
+        """Once a second: the heartbeat, the terminal's size passed on to the child's pseudo-terminals,
+        and whether the bundle directory is still there."""
         self.child.sync_window_size()
+        self.degradation.check_directory()
         self.manifest.heartbeat()
+
+    def _file_lost(self, f: AppendFile) -> None:
+        self.degradation.lost(f.path.name, f.error or "write failed", offset=f.size,
+                              note="the command's output still reaches the terminal")
+
+    def _persist_degraded(self, items: list[dict[str, Any]]) -> bool:
+        self.manifest.update(degraded=items)
+        return self.manifest.write()
 
     # -- the run ------------------------------------------------------------------------------------
     def run(self) -> ExitStatus:
@@ -298,8 +321,16 @@ class Recording:
                                                   "cwd": os.getcwd(), "armed": self.armed})
 
     def _start_nvml(self) -> None:
-        self.supervisor = NvmlSupervisor(self.bundle, self.interval, self.manifest.source)
+        self.supervisor = NvmlSupervisor(self.bundle, self.interval, self._nvml_status)
         self.supervisor.start()
+
+    def _nvml_status(self, name: str, info: dict[str, Any]) -> None:
+        if name == "lost":  # the sampler could not write one of its files
+            offset = info.get("offset")
+            self.degradation.lost(str(info.get("file")), str(info.get("error")),
+                                  offset=offset if isinstance(offset, int) else None)
+        else:
+            self.manifest.source(name, info)
 
     def _start_kernel_log(self) -> None:
         self.kernel_log = KernelLogFollower(self.bundle, self.start_mono_us, self.manifest.source, self.flusher.add)
@@ -309,7 +340,7 @@ class Recording:
         python = child_python(self.exe, self.env.get("PATH"))
         with open(self.bundle / RECORDER_LOG, "ab") as log:
             self.snapshot = subprocess.Popen(
-                [sys.executable, "-m", "forensics.record.snapshot", str(self.bundle), python],
+                die_with_recorder([sys.executable, "-m", "forensics.record.snapshot", str(self.bundle), python]),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env, close_fds=True)
 
     # -- closing ------------------------------------------------------------------------------------
@@ -351,6 +382,7 @@ class Recording:
             f.close()
         self.manifest.heartbeat()
         self.manifest.close()
+        self.degradation.close()
         self.child.restore_signal_handlers()
 
     def _stop_nvml(self) -> None:

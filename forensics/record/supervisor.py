@@ -108,7 +108,8 @@ class NvmlSupervisor(threading.Thread):
                     str(page_file.fileno()), "static" if static else "-"]
             with open(self.bundle / RECORDER_LOG, "ab") as log:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-                                        pass_fds=(page_file.fileno(),), close_fds=True)
+                                        pass_fds=(page_file.fileno(),), close_fds=True,
+                                        env={**os.environ, "FORENSICS_RECORDER_PID": str(os.getpid())})
             self.proc = proc
             assert proc.stdout is not None
             os.set_blocking(proc.stdout.fileno(), False)
@@ -164,6 +165,9 @@ class NvmlSupervisor(threading.Thread):
                 if key in msg:
                     info[key] = msg[key]
             self.on_status("nvml_events", info)
+        elif "lost" in msg:  # a file the sampler could not write (disk full)
+            self.on_status("lost", {"file": str(msg["lost"]), "error": str(msg.get("error")),
+                                    "offset": msg.get("offset")})
         elif msg.get("static") == "failed":
             self.on_status("host_gpus", {"status": "failed", "reason": msg.get("reason", "")})
         return None

@@ -58,6 +58,8 @@ class AppendFile:
         self.size = 0
         self.dropped = 0  # bytes that could not be written (disk full …)
         self.error: str | None = None
+        #: called once, with this file, when a write first fails (the recorder says so: degrade.py)
+        self.on_error: Callable[[AppendFile], None] | None = None
         self._dirty = False
         self._lock = threading.Lock()
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
@@ -78,6 +80,9 @@ class AppendFile:
         except OSError as exc:
             self.error = os.strerror(exc.errno or errno.EIO)
             self.dropped += len(view)
+            if self.on_error is not None:
+                with contextlib.suppress(Exception):
+                    self.on_error(self)
             return False
         self._dirty = True
         return True
@@ -101,15 +106,19 @@ class AppendFile:
 class Flusher(threading.Thread):
     """Once a second: fsync every dirty file, then call ``tick`` (heartbeat, manifest)."""
 
-    def __init__(self, tick: Callable[[], None], period_s: float = 1.0) -> None:
+    def __init__(self, tick: Callable[[], None], period_s: float = 1.0,
+                 on_error: Callable[[AppendFile], None] | None = None) -> None:
         super().__init__(name="forensics-flusher", daemon=True)
         self.files: list[AppendFile] = []
+        self.on_error = on_error
         self._tick = tick
         self._period = period_s
         self._halt = threading.Event()
 
     def add(self, f: AppendFile) -> AppendFile:
         self.files.append(f)
+        if f.on_error is None:
+            f.on_error = self.on_error
         return f
 
     def run(self) -> None:

@@ -33,6 +33,9 @@ __all__ = ["cross_rank"]
 
 #: Without process-group names, SeqNums further apart than this belong to different groups.
 SEQ_NEAR = 64
+#: No job has this many ranks: a larger rank or world size is a garbled number, not evidence
+#: (``[Rank 4294967296]`` once made ``range(world)`` take all the machine's memory).
+MAX_RANKS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,8 @@ class _Wait:
 
 
 def _rank(e: Event) -> int | None:
-    return e.rank if e.rank is not None else _int(e.attrs.get("rank"))
+    rank = e.rank if e.rank is not None else _int(e.attrs.get("rank"))
+    return rank if rank is not None and 0 <= rank < MAX_RANKS else None
 
 
 def _pg(e: Event) -> str | None:
@@ -100,7 +104,7 @@ def _waits(events: Iterable[Event]) -> list[_Wait]:
 def _world(events: Sequence[Event]) -> int | None:
     """The number of ranks, from NCCL/c10d attrs, else from the highest rank seen."""
     sizes = [n for e in events for key in ("nranks", "world_size")
-             if (n := _int(e.attrs.get(key))) is not None and n > 0]
+             if (n := _int(e.attrs.get(key))) is not None and 0 < n <= MAX_RANKS]
     if sizes:
         return max(sizes)
     ranks = [r for e in events if (r := _rank(e)) is not None]
@@ -221,6 +225,8 @@ def _behind(per: dict[int, _Wait], world: int | None, pg_known: bool) -> tuple[l
             return stuck_early, (f"{_pronoun(stuck_early)} {'is' if len(stuck_early) == 1 else 'are'} still in "
                                  f"SeqNum {earliest}, which the others completed")
     if world is None or len(per) < 2:
+        return None
+    if world - len(per) > max(1, world // 4):  # too many absent to name (and never a huge range)
         return None
     absent = sorted(set(range(world)) - set(per))
     if absent and len(absent) <= max(1, world // 4):
