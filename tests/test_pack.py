@@ -159,9 +159,12 @@ def test_pack_round_trip_analyze_report_and_open(tmp_path: Path) -> None:
         app = ForensicsApp([str(out)])
         app.animation_level = "none"
         async with app.run_test(size=(100, 30)) as pilot:
-            await pilot.app.workers.wait_for_complete()
-            await pilot.pause()
-            assert app.model is not None
+            for _ in range(300):  # the loader is a thread worker: wait until its result is shown
+                await pilot.app.workers.wait_for_complete()
+                await pilot.pause(0.1)
+                if app.model is not None or app.load_error:
+                    break
+            assert app.model is not None, app.load_error
             assert app.model.analysis.verdict.root_cause_id == "silent-worker-stall"
 
     asyncio.run(run())
