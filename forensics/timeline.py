@@ -351,8 +351,8 @@ def estimate_offsets(events: Iterable[Event]) -> tuple[str | None, dict[str, Clo
 
 
 def _file_host(events: list[Event]) -> list[Event]:
-    """A file whose host-naming lines all name one host (NCCL's ``host:pid:tid`` prefix, syslog's
-    host field) is that host's log: its other events get the host, so that they can be aligned
+    """In a job of several hosts, a file whose host-naming lines all name one host (NCCL's
+    ``host:pid:tid`` prefix, syslog's host field) is that host's log: its other events get the host, so that they can be aligned
     with that host's clock. When the named lines carry ranks (NCCL ``Init COMPLETE``), only
     events of those ranks or of none are taken: a pasted log of several nodes keeps its others."""
     hosts = {e.host for e in events if e.host}
@@ -386,7 +386,9 @@ def build_timeline(per_source: Iterable[tuple[list[Event], list[MetricSample]]],
     metrics = [m for _, ms in sources for m in ms]
     dated = anchor_years([evs for evs, _ in sources], names, metrics, notes)
     placed = _place_with_anchors(dated, names, notes)
-    inferred = [_file_host(_infer_untimed(evs)) for evs in placed]
+    inferred = [_infer_untimed(evs) for evs in placed]
+    if len({e.host for evs in inferred for e in evs if e.host}) > 1:  # several hosts: whose lines are whose
+        inferred = [_file_host(evs) for evs in inferred]
 
     est = estimate(e for evs in inferred for e in evs)
     ref, estimated = est.reference, est.offsets

@@ -224,7 +224,7 @@ def test_without_alignment_the_same_logs_put_the_timeouts_before_the_fault(tmp_p
 
 def test_a_pasted_log_of_several_nodes_keeps_the_other_nodes_ranks_unhosted(tmp_path: Path) -> None:
     """One host named by NCCL lines (ranks 0–1) in a paste that also holds ranks 8–9 of another
-    node: only ranks 0–1 and unranked lines take the host."""
+    node: only ranks 0–1 and unranked lines take the host. (A one-host analysis fills nothing.)"""
     lines = [f"nodeA:{100 + r}:{100 + r} [{r}] NCCL INFO comm 0x1{r} rank {r} nranks 16 cudaDev {r} busId {r + 1}0000 "
              "- Init COMPLETE" for r in (0, 1)]
     for r in (0, 1, 8, 9):
@@ -233,6 +233,8 @@ def test_a_pasted_log_of_several_nodes_keeps_the_other_nodes_ranks_unhosted(tmp_
                      "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.")
     path = tmp_path / "paste.log"
     path.write_text("\n".join(lines) + "\n")
-    events = [e for e in analyze([str(path)]).timeline.events if e.kind == "c10d"]
+    other = tmp_path / "nodeC-syslog"  # a second host: the job is a multi-host one
+    other.write_text("May 14 10:11:00 nodeC kernel: [12345.678901] NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n")
+    events = [e for e in analyze([str(path), str(other)]).timeline.events if e.kind == "c10d"]
     hosts = {e.rank: e.host for e in events}
     assert hosts == {0: "nodeA", 1: "nodeA", 8: None, 9: None}
