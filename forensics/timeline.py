@@ -15,9 +15,10 @@ Steps (:func:`build_timeline`):
    shares a record with the file wins, else the latest boot.
 2. **Untimed events** take the time of their stamped neighbours in the same file (``inferred``).
 3. **Clock offsets between hosts** are estimated from events every host logs at the same
-   moment (the same training step, NCCL init completing, the same c10d collective timing
-   out, a rendezvous): matched by a normalized key, the median of the differences against a
-   reference host, with a robust uncertainty (:func:`estimate_offsets`). Offsets given by the
+   moment (forensics/clocksync.py: NCCL init of one communicator, the same collective's
+   watchdog timeout, a rendezvous, a torchrun restart, a Slurm step launch, the same training
+   step): matched by a key, the median of the differences against a reference host, with a
+   robust uncertainty and the offset each kind of moment gives alone (:func:`estimate_offsets`). Offsets given by the
    user (``--offset HOST=+3.2s``) override the estimate. A host's events are shifted when the
    estimate rests on at least two pairs that agree and exceeds its uncertainty.
 4. Everything is merged by time (unplaced events after the placed ones of their source, in
@@ -352,9 +353,10 @@ def estimate_offsets(events: Iterable[Event]) -> tuple[str | None, dict[str, Clo
 
 def _file_host(events: list[Event]) -> list[Event]:
     """In a job of several hosts, a file whose host-naming lines all name one host (NCCL's
-    ``host:pid:tid`` prefix, syslog's host field) is that host's log: its other events get the host, so that they can be aligned
-    with that host's clock. When the named lines carry ranks (NCCL ``Init COMPLETE``), only
-    events of those ranks or of none are taken: a pasted log of several nodes keeps its others."""
+    ``host:pid:tid`` prefix, syslog's host field) is that host's log: its other events get the
+    host, so that they can be aligned with that host's clock. When the named lines carry ranks
+    (NCCL ``Init COMPLETE``), only events of those ranks or of none are taken: a pasted log of
+    several nodes keeps its others."""
     hosts = {e.host for e in events if e.host}
     if len(hosts) != 1 or all(e.host for e in events):
         return events

@@ -294,7 +294,8 @@ def test_terminal_report_shows_the_clocks_and_the_inferred_years(tmp_path: Path,
     main(["analyze", *skewed_hosts(tmp_path), dmesg, train])
     lines = capsys.readouterr().out.splitlines()
     read = next(i for i, line in enumerate(lines) if line.startswith("Read 4 file(s)"))
-    assert lines[read + 1] == "Clocks against nodeA: nodeB -3.000 s ±0.500 s (7 shared moments of training step; applied)"
+    assert lines[read + 1] == ("Clocks against nodeA: nodeB -3.000 s ±0.500 s (7 shared moments of training step; "
+                               "applied)")
     note = lines[read + 2]
     assert note.startswith("Time: ") and "train.log: 2 stamp(s) without a year: put in 2024" in note
 
