@@ -16,7 +16,8 @@ minutes. Some events must happen at (nearly) the same moment on every host:
 
 Each key names one such moment; per host the earliest time of each key is kept (several ranks of
 one host log it). Offsets against a reference host (the one with the most keys) are the median of
-the differences, with a robust uncertainty (1.4826·MAD/√n, at least the stamps' resolution);
+the differences, with a robust uncertainty (1.4826·MAD/√n, at least the stamps' resolution, at
+least what the kinds' own uncertainties give together, at least half the range of their medians);
 hosts that share no key with the reference chain through a host that does. Each kind of moment
 also gets its own median and uncertainty, so the report can say what the offset rests on.
 """
@@ -177,8 +178,10 @@ def estimate(events: Iterable[Event]) -> ClockEstimate:
             if grouped.get(kind):
                 k_off, k_unc = _robust(grouped[kind])
                 kinds.append(KindOffset(kind, round(k_off, 6), round(k_unc, 6), len(grouped[kind])))
-        if len(kinds) > 1:  # kinds that disagree widen the uncertainty: half the range of their medians
-            unc = max(unc, (max(k.offset_s for k in kinds) - min(k.offset_s for k in kinds)) / 2)
+        # Never surer than the kinds together (inverse-variance: coarse stamps of one kind are not
+        # made fine by another kind's pairs), and kinds that disagree widen it to half their range.
+        unc = max(unc, sum(1 / max(k.uncertainty_s, 1e-6) ** 2 for k in kinds) ** -0.5,
+                  (max(k.offset_s for k in kinds) - min(k.offset_s for k in kinds)) / 2)
         known[h] = off
         offsets[h] = ClockOffset(round(off, 6), round(unc, 6), len(diffs))
         by_kind[h] = kinds
