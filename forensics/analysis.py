@@ -16,6 +16,7 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forensics.clocksync import kinds_json
 from forensics.events import Event, MetricSample
 from forensics.findings import Finding, Verdict
 from forensics.sources import InputFile, Limits, expand_inputs, input_size
@@ -327,7 +328,8 @@ def _timeline_summary(timeline: Timeline) -> dict[str, Any]:
         "clock_reference": timeline.clock_reference,
         "clock_offsets": {
             host: {"offset_s": off.offset_s, "uncertainty_s": off.uncertainty_s, "pairs": off.n_pairs,
-                   "applied_s": timeline.offsets_applied.get(host, 0.0), "given": host in timeline.clock_given}
+                   "applied_s": timeline.offsets_applied.get(host, 0.0), "given": host in timeline.clock_given,
+                   "by_kind": kinds_json(timeline.clock_evidence.get(host, ()))}
             for host, off in sorted(timeline.clock_offsets.items())
         },
         "notes": list(timeline.notes),

@@ -12,6 +12,7 @@ import textwrap
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from forensics.clocksync import describe_offset
 from forensics.events import Event, TsSource
 
 if TYPE_CHECKING:
@@ -216,13 +217,8 @@ def _time_lines(timeline: Timeline, full: bool = False) -> list[str]:
     if hosts:
         parts = []
         for h in hosts[:MAX_CLOCK_HOSTS]:
-            off = timeline.clock_offsets[h]
-            if h in timeline.clock_given:
-                parts.append(f"{h} {off.offset_s:+.3f} s (given)")
-                continue
-            state = "applied" if h in timeline.offsets_applied else "not applied"
-            parts.append(f"{h} {off.offset_s:+.3f} s ±{off.uncertainty_s:.3f} s ({off.n_pairs} shared "
-                         f"event{'s' if off.n_pairs != 1 else ''}, {state})")
+            parts.append(f"{h} " + describe_offset(timeline.clock_offsets[h], timeline.clock_evidence.get(h, ()),
+                                                   h in timeline.clock_given, h in timeline.offsets_applied))
         more = f"; … {len(hosts) - MAX_CLOCK_HOSTS} more" if len(hosts) > MAX_CLOCK_HOSTS else ""
         against = f" against {ref}" if ref and ref not in timeline.clock_given else ""
         out.append(f"Clocks{against}: " + "; ".join(parts) + more)

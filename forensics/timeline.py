@@ -15,9 +15,10 @@ Steps (:func:`build_timeline`):
    shares a record with the file wins, else the latest boot.
 2. **Untimed events** take the time of their stamped neighbours in the same file (``inferred``).
 3. **Clock offsets between hosts** are estimated from events every host logs at the same
-   moment (the same training step, NCCL init completing, the same c10d collective timing
-   out, a rendezvous): matched by a normalized key, the median of the differences against a
-   reference host, with a robust uncertainty (:func:`estimate_offsets`). Offsets given by the
+   moment (forensics/clocksync.py: NCCL init of one communicator, the same collective's
+   watchdog timeout, a rendezvous, a torchrun restart, a Slurm step launch, the same training
+   step): matched by a key, the median of the differences against a reference host, with a
+   robust uncertainty and the offset each kind of moment gives alone (:func:`estimate_offsets`). Offsets given by the
    user (``--offset HOST=+3.2s``) override the estimate. A host's events are shifted when the
    estimate rests on at least two pairs that agree and exceeds its uncertainty.
 4. Everything is merged by time (unplaced events after the placed ones of their source, in
@@ -27,7 +28,6 @@ Steps (:func:`build_timeline`):
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from forensics.clock import YEAR_INFERRED, plausible_ns, shift_years
+from forensics.clocksync import ClockOffset, KindOffset, consistent, estimate, sync_key
 from forensics.events import Event, MetricSample, TsSource
 from forensics.identity import IdentityTable, build_identity
 
@@ -63,14 +64,6 @@ KERNEL_KINDS = frozenset({"xid", "nvrm", "aer", "pcie-link", "iommu", "oom-kille
                           "boot"})
 
 
-class ClockOffset(NamedTuple):
-    """Seconds to add to one host's stamps to align it with the reference host."""
-
-    offset_s: float
-    uncertainty_s: float
-    n_pairs: int
-
-
 @dataclass
 class Timeline:
     events: list[Event]
@@ -87,6 +80,8 @@ class Timeline:
     notes: list[str] = field(default_factory=list)
     #: hosts whose offset the user gave (``--offset``) rather than the timeline estimated
     clock_given: list[str] = field(default_factory=list)
+    #: per host: what each kind of shared moment alone says of its offset (forensics/clocksync.py)
+    clock_evidence: dict[str, list[KindOffset]] = field(default_factory=dict)
 
     @property
     def hosts(self) -> list[str]:
@@ -366,96 +361,26 @@ def _infer_untimed(events: list[Event]) -> list[Event]:
     return out
 
 
-# -- clock offsets between hosts -------------------------------------------------------------------
-_NUM_RE = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
-_SYNC_SOURCES = (TsSource.EXACT, TsSource.LOCAL, TsSource.RECEIPT, TsSource.BOOT_RELATIVE)
-
-
-def _normalized(text: str, host: str | None) -> str:
-    if host:
-        text = text.replace(host, "H")
-    return " ".join(_NUM_RE.sub("#", text).lower().split())
-
-
-def sync_key(e: Event) -> tuple[Any, ...] | None:
-    """A key naming a moment every host of a job logs (``None`` for other events): the same
-    training step, NCCL communicator init completing, one c10d collective, a rendezvous."""
-    a = e.attrs
-    if e.kind == "progress":
-        step = a.get("step")
-        if isinstance(step, int) and not isinstance(step, bool):
-            return ("step", step)
-        return None
-    if e.kind == "nccl" and "Init COMPLETE" in e.message:
-        return ("nccl-init", a.get("nranks"))
-    if e.kind == "c10d" and a.get("seq") is not None:
-        return ("c10d", a.get("pg"), a.get("seq"), a.get("op_type"))
-    if "endezvous" in e.message and e.kind in ("torchrun", "log", "warning"):
-        return ("rendezvous", _normalized(e.message, e.host))
-    return None
-
-
-def _first_times(events: Iterable[Event]) -> dict[str, dict[tuple[Any, ...], int]]:
-    """Per host, per sync key, the earliest time (several ranks of one host log the same key)."""
-    out: dict[str, dict[tuple[Any, ...], int]] = defaultdict(dict)
-    for e in events:
-        if e.host is None or e.ts is None or e.ts_source not in _SYNC_SOURCES:
-            continue
-        key = sync_key(e)
-        if key is None:
-            continue
-        seen = out[e.host].get(key)
-        if seen is None or e.ts < seen:
-            out[e.host][key] = e.ts
-    return out
-
-
-def _robust(diffs: list[int]) -> tuple[float, float]:
-    """Median (s) and its uncertainty (s): 1.4826·MAD/√n, at least the stamps' resolution."""
-    med = statistics.median(diffs)
-    n = len(diffs)
-    if n == 1:
-        return med / NS, 1.0
-    mad = statistics.median(abs(d - med) for d in diffs)
-    whole_seconds = all(d % NS == 0 for d in diffs)
-    floor = 0.5 if whole_seconds else 0.001
-    return med / NS, max(1.4826 * mad / NS / n**0.5, floor)
-
-
+# -- clock offsets between hosts (forensics/clocksync.py) ------------------------------------------
 def estimate_offsets(events: Iterable[Event]) -> tuple[str | None, dict[str, ClockOffset]]:
     """(reference host, per-host offsets) from events that every host logs at the same moment."""
-    times = _first_times(events)
-    if len(times) < 2:
-        return (next(iter(times)) if times else None), {}
-    ref = max(sorted(times), key=lambda h: len(times[h]))
-    known: dict[str, float] = {ref: 0.0}
-    offsets: dict[str, ClockOffset] = {ref: ClockOffset(0.0, 0.0, 0)}
-    while True:
-        best: tuple[int, str] | None = None
-        for h in sorted(times):
-            if h in known:
-                continue
-            common = sum(len(times[h].keys() & times[g].keys()) for g in known)
-            if common and (best is None or common > best[0]):
-                best = (common, h)
-        if best is None:
-            break
-        h = best[1]
-        diffs = [times[g][k] + int(known[g] * NS) - times[h][k]
-                 for g in known for k in times[h].keys() & times[g].keys()]
-        off, unc = _robust(diffs)
-        known[h] = off
-        offsets[h] = ClockOffset(round(off, 6), round(unc, 6), len(diffs))
-    return ref, offsets
+    est = estimate(events)
+    return est.reference, est.offsets
 
 
-def _consistent(off: ClockOffset) -> bool:
-    """Worth applying: two or more pairs, an offset beyond its uncertainty, and pairs that agree
-    (their spread, uncertainty·√n, under half the offset: a straggler is not a clock skew)."""
-    if off.n_pairs < 2:
-        return False
-    spread = off.uncertainty_s * off.n_pairs**0.5
-    return abs(off.offset_s) > max(off.uncertainty_s, 2 * spread)
+def _file_host(events: list[Event]) -> list[Event]:
+    """In a job of several hosts, a file whose host-naming lines all name one host (NCCL's
+    ``host:pid:tid`` prefix, syslog's host field) is that host's log: its other events get the
+    host, so that they can be aligned with that host's clock. When the named lines carry ranks
+    (NCCL ``Init COMPLETE``), only events of those ranks or of none are taken: a pasted log of
+    several nodes keeps its others."""
+    hosts = {e.host for e in events if e.host}
+    if len(hosts) != 1 or all(e.host for e in events):
+        return events
+    host = next(iter(hosts))
+    ranks = {e.rank for e in events if e.host and e.rank is not None}
+    return [replace(e, host=host) if e.host is None and (e.rank is None or not ranks or e.rank in ranks) else e
+            for e in events]
 
 
 def _shift(items: list[Any], shifts: Mapping[str, int]) -> list[Any]:
@@ -481,8 +406,11 @@ def build_timeline(per_source: Iterable[tuple[list[Event], list[MetricSample]]],
     dated = anchor_years([evs for evs, _ in sources], names, metrics, notes)
     placed = _place_with_anchors(dated, names, notes)
     inferred = [_infer_untimed(evs) for evs in placed]
+    if len({e.host for evs in inferred for e in evs if e.host}) > 1:  # several hosts: whose lines are whose
+        inferred = [_file_host(evs) for evs in inferred]
 
-    ref, estimated = estimate_offsets(e for evs in inferred for e in evs)
+    est = estimate(e for evs in inferred for e in evs)
+    ref, estimated = est.reference, est.offsets
     clock_offsets = dict(estimated)
     given = dict(offsets or {})
     ref_shift = given.get(ref, 0.0) if ref else 0.0
@@ -490,7 +418,7 @@ def build_timeline(per_source: Iterable[tuple[list[Event], list[MetricSample]]],
     for host, off in estimated.items():
         if host in given or host == ref:
             continue
-        if _consistent(off):
+        if consistent(off):
             applied[host] = off.offset_s + ref_shift
     for host, value in given.items():
         applied[host] = value
@@ -511,4 +439,5 @@ def build_timeline(per_source: Iterable[tuple[list[Event], list[MetricSample]]],
     identity = build_identity(events, metrics)
     if identity.rows:
         events = [identity.fill(e) for e in events]
-    return Timeline(events, metrics, clock_offsets, ref, applied, identity, notes, sorted(given))
+    return Timeline(events, metrics, clock_offsets, ref, applied, identity, notes, sorted(given),
+                    {h: k for h, k in est.by_kind.items() if h not in given})

@@ -284,7 +284,7 @@ def test_json_timeline_shows_clock_offsets_and_notes(tmp_path: Path, capsys: pyt
 def test_json_marks_a_user_given_offset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     main(["analyze", "--format", "json", "--offset", "nodeB=-2.5", *skewed_hosts(tmp_path)])
     b = json.loads(capsys.readouterr().out)["timeline"]["clock_offsets"]["nodeB"]
-    assert b == {"offset_s": -2.5, "uncertainty_s": 0.0, "pairs": 0, "applied_s": -2.5, "given": True}
+    assert b == {"offset_s": -2.5, "uncertainty_s": 0.0, "pairs": 0, "applied_s": -2.5, "given": True, "by_kind": {}}
 
 
 def test_terminal_report_shows_the_clocks_and_the_inferred_years(tmp_path: Path,
@@ -294,7 +294,8 @@ def test_terminal_report_shows_the_clocks_and_the_inferred_years(tmp_path: Path,
     main(["analyze", *skewed_hosts(tmp_path), dmesg, train])
     lines = capsys.readouterr().out.splitlines()
     read = next(i for i, line in enumerate(lines) if line.startswith("Read 4 file(s)"))
-    assert lines[read + 1] == "Clocks against nodeA: nodeB -3.000 s ±0.500 s (7 shared events, applied)"
+    assert lines[read + 1] == ("Clocks against nodeA: nodeB -3.000 s ±0.500 s (7 shared moments of training step; "
+                               "applied)")
     note = lines[read + 2]
     assert note.startswith("Time: ") and "train.log: 2 stamp(s) without a year: put in 2024" in note
 

@@ -225,7 +225,7 @@ def test_sync_keys() -> None:
     assert sync_key(ev(T0, kind="progress", loss=1.0)) is None
     assert sync_key(ev(T0, kind="nccl", message="comm 0x1 rank 3 nranks 8 - Init COMPLETE", nranks=8)) == (
         "nccl-init", 8)
-    assert sync_key(ev(T0, kind="c10d", seq=12, op_type="ALLREDUCE", pg="0")) == ("c10d", "0", 12, "ALLREDUCE")
+    assert sync_key(ev(T0, kind="c10d", seq=12, op_type="ALLREDUCE", pg="0")) == ("c10d", "0", 12, "allreduce")
     a = sync_key(ev(T0, host="n1", kind="torchrun", message="[n1] Rendezvous complete for workers. Result: round 2"))
     b = sync_key(ev(T0, host="n22", kind="torchrun", message="[n22] Rendezvous complete for workers. Result: round 2"))
     assert a == b is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import RenderableType
 from rich.style import Style
@@ -16,6 +17,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from forensics.clocksync import describe_offset
 from forensics.findings import Finding, Role, number_ranges
 from forensics.match.facts import oom_sentence
 from forensics.tui.chart_widgets import GpuSparkTable
@@ -30,6 +32,9 @@ from forensics.tui.model import (
     reflow,
 )
 from forensics.tui.sizes import NARROW, SHORT
+
+if TYPE_CHECKING:
+    from forensics.timeline import Timeline
 
 __all__ = ["FindingChosen", "OverviewView", "facts_text", "finding_option", "role_badge",
            "verdict_text"]
@@ -197,6 +202,17 @@ def finding_option(position: int, f: Finding, narrow: bool = False) -> Text:
     return text
 
 
+def clock_text(timeline: Timeline) -> str:
+    """The hosts' clock offsets against the reference host, with their uncertainty and basis."""
+    ref = timeline.clock_reference
+    hosts = [h for h in sorted(timeline.clock_offsets) if h != ref or h in timeline.clock_given]
+    parts = [f"{h} " + describe_offset(timeline.clock_offsets[h], timeline.clock_evidence.get(h, ()),
+                                       h in timeline.clock_given, h in timeline.offsets_applied) for h in hosts[:4]]
+    if len(hosts) > 4:
+        parts.append(f"+{len(hosts) - 4} more")
+    return (f"against {ref}: " if ref and parts and ref not in timeline.clock_given else "") + "; ".join(parts)
+
+
 def facts_text(model: Model) -> RenderableType:
     """The run's facts as label/value rows; a long value wraps under its own column."""
     facts, analysis = model.facts, model.analysis
@@ -218,6 +234,9 @@ def facts_text(model: Model) -> RenderableType:
     if facts.hosts:
         rows.append(("Hosts", ", ".join(facts.hosts[:6]) + (f" (+{len(facts.hosts) - 6})" if len(facts.hosts) > 6
                                                              else "")))
+    clocks = clock_text(analysis.timeline)
+    if clocks:
+        rows.append(("Clocks", clocks))
     if facts.gpus:
         groups = Counter((g.model or "GPU", g.link) for g in facts.gpus)
         gpu_text = Text()
