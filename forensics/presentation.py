@@ -246,7 +246,8 @@ def _cuts(line: str) -> list[int]:
     closing bracket (and a ``:``), after a leading number; blanks that follow are part of it."""
     out: list[int] = []
     n = min(len(line), _MAX_PREFIX)
-    m = re.match(r"[ \t]*\d{1,7}(?::|[ \t]+|(?=\|))", line) or re.match(r"\d\S*\d\S*[ \t]+", line)
+    head = line[: n + 1]  # a prefix is short: never let a pattern see a huge line whole (backtracking)
+    m = re.match(r"[ \t]*\d{1,7}(?::|[ \t]+|(?=\|))", head) or re.match(r"\d\S*\d\S*[ \t]+", head)
     if m:
         end = m.end()
         while end < len(line) and line[end] in " \t":
