@@ -20,6 +20,7 @@ from forensics.record.platform.host_events import (
     EventQuery,
     HostEventFollower,
     QueryResult,
+    as_utf8,
     powershell_query,
     run_with_deadline,
     split_events,
@@ -96,6 +97,7 @@ def test_powershell_query_doubles_single_quotes_inside_its_string() -> None:
     argv = powershell_query("powershell.exe", "System", "*[System[Provider[@Name='nvlddmkm']]]")
     assert argv[:3] == ["powershell.exe", "-NoProfile", "-NonInteractive"]
     assert "-FilterXPath '*[System[Provider[@Name=''nvlddmkm'']]]'" in argv[-1] and "ToXml()" in argv[-1]
+    assert argv[-1].startswith("[Console]::OutputEncoding = [System.Text.Encoding]::UTF8; ")
 
 
 def _ev(rid: int, text: str = "x") -> bytes:
@@ -107,6 +109,13 @@ def _ev(rid: int, text: str = "x") -> bytes:
 
 def test_split_events_orders_by_record_id_as_powershell_prints_newest_first() -> None:
     assert [r for r, _ in split_events(_ev(9) + b"\r\n" + _ev(7) + _ev(8))] == [7, 8, 9]
+
+
+def test_utf16_or_marked_answers_are_read_as_utf8() -> None:
+    ev = _ev(3, "Ошибка")  # a localized insertion string
+    for raw in (ev.decode().encode("utf-16"), ev.decode().encode("utf-16-le"), b"\xef\xbb\xbf" + ev):
+        assert split_events(raw) == [(3, ev)]
+    assert as_utf8(b"\x8c\xeb") == b"\x8c\xeb"  # a code page we cannot know: kept as it came
 
 
 class FakeHost:
@@ -160,6 +169,42 @@ def test_follower_says_why_when_the_host_cannot_be_asked(tmp_path: Path) -> None
     assert status["host_events"] == {"status": "unavailable", "via": "interop", "tool": "wevtutil",
                                      "reason": "System: cannot run wevtutil.exe: Exec format error"}
     assert not (tmp_path / "host-events.xml").exists()
+
+
+class _HangingQuery:
+    """A host that never answers: each call writes its pid, then sleeps."""
+
+    tool = "wevtutil"
+    exe = sys.executable
+
+    def __init__(self, pids: Path) -> None:
+        self.pids = pids
+
+    def argv(self, channel: str, query: str) -> list[str]:
+        code = f"import os, time; open({str(self.pids)!r}, 'a').write(f'{{os.getpid()}}\\n'); time.sleep(60)"
+        return [sys.executable, "-c", code]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return not Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].startswith("Z")
+    except OSError:
+        return False
+
+
+def test_stopping_while_a_call_hangs_kills_it_and_asks_nothing_more(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    f = HostEventFollower(tmp_path, _HangingQuery(pids), lambda n, i: None,  # type: ignore[arg-type]
+                          lambda f: f, via="interop", channels=CHANNELS)
+    f.start()
+    deadline = time.monotonic() + 10
+    while not pids.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    start = time.monotonic()
+    f.stop(timeout=0.5)
+    assert time.monotonic() - start < 5 and not f.is_alive()
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 1 and not _running(started[0])  # the Application channel was never asked
 
 
 def test_a_hanging_call_is_killed_at_its_deadline(tmp_path: Path) -> None:

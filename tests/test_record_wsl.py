@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -100,9 +101,13 @@ def test_wsl_recording_holds_the_hosts_tdr_event_and_analyze_names_it(tmp_path: 
 def test_events_from_the_ten_minutes_before_the_start_are_kept_unchanged(tmp_path: Path) -> None:
     # A real Kernel-Power 41 (nvitop#136), five minutes before the recording started.
     src = REPLAY / "nvitop136-kernel-power-41.System.xml"
-    res = _record(tmp_path, _wsl_env(tmp_path, [src], FAKE_WEVTUTIL_DELAY_S="-300"), code="pass")
+    res = _record(tmp_path, _wsl_env(tmp_path, [src], FAKE_WEVTUTIL_DELAY_S="-300", FAKE_WEVTUTIL_ENCODING="utf-16"),
+                  code="pass")
     assert res.returncode == 0, res.stderr
     xml = (bundle(tmp_path / "out") / "host-events.xml").read_text(encoding="utf-8")
+    when = datetime.fromisoformat(xml.split("SystemTime=\"")[1].split("\"")[0][:26] + "+00:00")
+    started = datetime.fromisoformat(manifest(tmp_path / "out")["start"].replace("Z", "+00:00"))
+    assert 290 < (started - when).total_seconds() < 310  # asked for at the start, from the host's 10 minutes
     original = src.read_text(encoding="utf-8")
     element = original[original.index("<Event "):].rstrip("\n")
     kept = xml[xml.index("<Event "):].rstrip("\n")

@@ -32,7 +32,7 @@ from forensics.record.clock import iso_utc
 from forensics.record.writer import AppendFile
 
 __all__ = ["CHANNELS", "EVENTS_FILE", "EventQuery", "HostEventFollower", "QueryResult", "Runner",
-           "powershell_query", "run_with_deadline", "split_events", "wevtutil_query", "xpath"]
+           "as_utf8", "powershell_query", "run_with_deadline", "split_events", "wevtutil_query", "xpath"]
 
 EVENTS_FILE = "host-events.xml"
 INDEX_FILE = "host-events.idx"
@@ -86,7 +86,8 @@ def wevtutil_query(exe: str, channel: str, query: str) -> list[str]:
 def powershell_query(exe: str, channel: str, query: str) -> list[str]:
     """``Get-WinEvent`` printing each event's XML; newest first, which the follower sorts out."""
     quoted = query.replace("'", "''")
-    script = (f"Get-WinEvent -LogName '{channel}' -FilterXPath '{quoted}' -ErrorAction SilentlyContinue"
+    script = ("[Console]::OutputEncoding = [System.Text.Encoding]::UTF8; "
+              f"Get-WinEvent -LogName '{channel}' -FilterXPath '{quoted}' -ErrorAction SilentlyContinue"
               " | ForEach-Object { $_.ToXml() }")
     return [exe, "-NoProfile", "-NonInteractive", "-Command", script]
 
@@ -137,6 +138,14 @@ def run_with_deadline(argv: Sequence[str], timeout: float, holder: _Killable | N
     return QueryResult(stdout=out)
 
 
+def as_utf8(raw: bytes) -> bytes:
+    """The host's answer as UTF-8: a Windows tool writing to a pipe may print UTF-16 (with or without
+    a byte-order mark) or UTF-8 with a mark; anything else is kept as it came."""
+    if raw.startswith(b"\xff\xfe") or (len(raw) > 1 and raw[0:1] == b"<" and raw[1:2] == b"\0"):
+        return raw.decode("utf-16-le", errors="replace").lstrip("\ufeff").encode()
+    return raw.removeprefix(b"\xef\xbb\xbf")
+
+
 _EVENT = re.compile(rb"<Event[\s>].*?</Event>", re.S)
 _RECORD_ID = re.compile(rb"<EventRecordID>\s*(\d+)\s*</EventRecordID>")
 
@@ -144,7 +153,7 @@ _RECORD_ID = re.compile(rb"<EventRecordID>\s*(\d+)\s*</EventRecordID>")
 def split_events(xml: bytes) -> list[tuple[int | None, bytes]]:
     """``(EventRecordID, element)`` for every ``<Event>`` the host printed, oldest record first."""
     out: list[tuple[int | None, bytes]] = []
-    for m in _EVENT.finditer(xml):
+    for m in _EVENT.finditer(as_utf8(xml)):
         rid = _RECORD_ID.search(m.group(0))
         out.append((int(rid.group(1)) if rid else None, m.group(0)))
     out.sort(key=lambda e: -1 if e[0] is None else e[0])
@@ -198,6 +207,7 @@ class HostEventFollower(threading.Thread):
         self._inflight = _Killable()
         self._run = runner or (lambda argv, timeout: run_with_deadline(argv, timeout, self._inflight))
         self._halt = threading.Event()
+        self._abandon = threading.Event()  # stop() gave up waiting: start no further call
         self._t0 = time.monotonic()
         self._state = {c.name: _ChannelState() for c in self.channels}
         self._out: AppendFile | None = None
@@ -210,7 +220,9 @@ class HostEventFollower(threading.Thread):
         after its deadline is killed."""
         self._halt.set()
         self.join(self.timeout_s + 3.0 if timeout is None else timeout)
+        self._abandon.set()
         self._inflight.kill()
+        self.join(2.0)
 
     def run(self) -> None:
         try:
@@ -231,6 +243,8 @@ class HostEventFollower(threading.Thread):
         self.polls += 1
         elapsed_ms = int((time.monotonic() - self._t0) * 1000)
         for channel in self.channels:
+            if self._abandon.is_set():
+                return
             state = self._state[channel.name]
             if state.last_record is None:  # nothing kept yet: the host's own clock decides "recent"
                 q = xpath(channel, within_ms=int(BEFORE_S * 1000) + elapsed_ms)
