@@ -51,6 +51,7 @@ _SOURCES = {
     "journal.jsonl": "journal",
     "dmesg.txt": "kmsg",
     "nvml-events.jsonl": "nvml",
+    "host-events.xml": "winevent",  # the Windows host's System log (WSL2 / native Windows recordings)
     "manifest.json": "recorder",
     "recorder.log": "recorder",
 }

@@ -22,22 +22,26 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forensics import __version__
 from forensics.bundle import FORMAT, MANIFEST, VERSION
 from forensics.errors import RecordError, UsageError
 from forensics.record.arm import TORCH_DIR, arm_env
-from forensics.record.child import Child, ExitStatus
 from forensics.record.clock import boot_times, iso_utc, local_zone_name, now_ns, stamp_for_path
 from forensics.record.degrade import Degradation
 from forensics.record.keeper import Keeper, KeptStream
 from forensics.record.kernel_log import KernelLogFollower
 from forensics.record.lifeline import die_with_recorder
+from forensics.record.platform import ChildLike, HostEvents
+from forensics.record.platform import current as current_platform
 from forensics.record.redact import redact_argv, redact_env
 from forensics.record.supervisor import RECORDER_LOG, NvmlSupervisor
 from forensics.record.tee import PIPE_BATCH_S, StreamTee
 from forensics.record.writer import AppendFile, Flusher, atomic_write_json
+
+if TYPE_CHECKING:
+    from forensics.record.child import ExitStatus
 
 __all__ = ["Recording", "record"]
 
@@ -56,7 +60,7 @@ class Manifest:
         #: told when the manifest cannot be written (the disk is full, the directory gone)
         self.on_error: Any = None
         self._lock = threading.Lock()
-        self._hb_fd = os.open(bundle / "heartbeat", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._hb_fd = os.open(bundle / "heartbeat", os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
 
     def update(self, **fields: Any) -> None:
         with self._lock:
@@ -182,7 +186,8 @@ class Recording:
         self.exe = resolve_command(self.argv[0], self.env.get("PATH"))
         self.interval = interval
         self.start_ns = now_ns()
-        self.start_mono_us = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+        self.start_mono_us = time.monotonic_ns() // 1000  # CLOCK_MONOTONIC on Linux, as kmsg stamps
+        self.platform = current_platform(self.env)
         self.host = socket.gethostname()
         self.bundle = _bundle_dir(out, self.host, self.start_ns)
         self.armed = arm_env(self.env, self.bundle) if arm else {}
@@ -216,14 +221,18 @@ class Recording:
             "heartbeat": iso_utc(self.start_ns),
             "heartbeat_ns": self.start_ns,
         })
+        if self.platform.facts is not None:  # WSL2 or Windows: what was detected, and the host's log
+            self.manifest.update(platform=self.platform.facts)
+            self.manifest.source("host_events", {"status": "starting"})
         self.manifest.write()
         self.degradation = Degradation(self.bundle, self._persist_degraded)
         self.manifest.on_error = lambda error: self.degradation.lost(MANIFEST, error)
-        self.child = Child(self.argv, self.env)
+        self.child: ChildLike = self.platform.child(self.argv, self.env)
         self.flusher = Flusher(self._tick, on_error=self._file_lost)
         self.tees: list[StreamTee] = []
         self.supervisor: NvmlSupervisor | None = None
         self.kernel_log: KernelLogFollower | None = None
+        self.host_events: HostEvents | None = None
         self.snapshot: subprocess.Popen[bytes] | None = None
         self.keeper: Keeper | None = None
 
@@ -247,7 +256,8 @@ class Recording:
         if self.armed:
             (self.bundle / TORCH_DIR).mkdir(exist_ok=True)
         self.child.install_signal_handlers()
-        self._guard("keeper", self._start_keeper)
+        if self.platform.keeper:
+            self._guard("keeper", self._start_keeper)
         try:
             self.child.start()
         except (OSError, subprocess.SubprocessError) as exc:
@@ -299,6 +309,8 @@ class Recording:
         self._guard("host files", self._write_host_files)
         self._guard("nvml", self._start_nvml)
         self._guard("kernel log", self._start_kernel_log)
+        if self.platform.facts is not None:
+            self._guard("host events", self._start_host_events)
         self._guard("host snapshot", self._start_snapshot)
         self.manifest.write()
 
@@ -306,8 +318,8 @@ class Recording:
         for name, stream in self.child.streams.items():
             log = self.flusher.add(AppendFile(self.bundle / f"{name}.log"))
             idx = self.flusher.add(AppendFile(self.bundle / f"{name}.idx"))
-            tee = StreamTee(name, stream.read_fd, stream.echo_fd, log, idx,
-                            batch_s=0.0 if stream.is_pty else PIPE_BATCH_S)
+            tee = self.platform.tee(name, stream.read_fd, stream.echo_fd, log, idx,
+                                    batch_s=0.0 if stream.is_pty else PIPE_BATCH_S)
             tee.start()
             self.tees.append(tee)
             self.manifest.source(name, {"status": "ok", "file": f"{name}.log", "index": f"{name}.idx",
@@ -321,6 +333,10 @@ class Recording:
                                                   "cwd": os.getcwd(), "armed": self.armed})
 
     def _start_nvml(self) -> None:
+        if self.platform.nvml_unavailable is not None:
+            for name in ("nvml", "nvml_events"):
+                self.manifest.source(name, {"status": "unavailable", "reason": self.platform.nvml_unavailable})
+            return
         self.supervisor = NvmlSupervisor(self.bundle, self.interval, self._nvml_status)
         self.supervisor.start()
 
@@ -335,6 +351,11 @@ class Recording:
     def _start_kernel_log(self) -> None:
         self.kernel_log = KernelLogFollower(self.bundle, self.start_mono_us, self.manifest.source, self.flusher.add)
         self.kernel_log.start()
+
+    def _start_host_events(self) -> None:
+        self.host_events = self.platform.host_events(self.bundle, self.manifest.source, self.flusher.add)
+        if self.host_events is not None:
+            self.host_events.start()
 
     def _start_snapshot(self) -> None:
         python = child_python(self.exe, self.env.get("PATH"))
@@ -363,6 +384,8 @@ class Recording:
         self._guard("stop nvml", self._stop_nvml)
         if self.kernel_log is not None:
             self._guard("stop kernel log", self.kernel_log.stop)
+        if self.host_events is not None:
+            self._guard("stop host events", self.host_events.stop)
         self._guard("host snapshot", self._stop_snapshot)
         streams = {t.name.removeprefix("forensics-tee-"): {"bytes": t.received, "echo_error": t.echo_error,
                                                           "dropped": t.log.dropped, "write_error": t.log.error}

@@ -1,0 +1,85 @@
+"""What the recorder needs from the operating system, behind one small interface.
+
+:func:`current` picks the platform: :mod:`.posix` (Linux, macOS), :mod:`.wsl` (Linux inside WSL2:
+POSIX plus the Windows host's event log through interop) or :mod:`.windows` (native Windows). The
+recorder's core (session, tees, manifest, bundle) is shared; a platform gives it
+
+* ``child(argv, env)``: the object that runs the command (process group, signals, output streams),
+* ``tee(...)``: the thread that copies one output stream to the bundle and the terminal,
+* ``nvml_unavailable``: why NVML cannot be sampled here (``None``: it can),
+* ``keeper``: whether a keeper process may be forked (POSIX only),
+* ``host_events(bundle, on_status, files)``: a thread that reads the host's event log, or ``None``,
+* ``facts``: what was detected and why, for the manifest (``None`` on plain POSIX, whose manifest
+  stays as it was).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from forensics.record.tee import StreamTee
+from forensics.record.writer import AppendFile
+
+__all__ = ["ChildLike", "Platform", "current"]
+
+
+class ChildLike(Protocol):
+    """The part of :class:`forensics.record.child.Child` that the session uses."""
+
+    proc: Any
+    tty_fd: int | None
+    forwarded: list[int]
+
+    @property
+    def streams(self) -> Mapping[str, Any]: ...
+
+    def open_streams(self) -> Mapping[str, Any]: ...
+    def install_signal_handlers(self) -> None: ...
+    def restore_signal_handlers(self) -> None: ...
+    def start(self) -> None: ...
+    def wait(self) -> Any: ...
+    def take_back_terminal(self) -> None: ...
+    def sync_window_size(self) -> None: ...
+
+
+class HostEvents(Protocol):
+    def start(self) -> None: ...
+    def stop(self, timeout: float | None = None) -> None: ...
+
+
+class Platform(Protocol):
+    name: str
+    keeper: bool
+    facts: dict[str, Any] | None
+    nvml_unavailable: str | None
+
+    def child(self, argv: Sequence[str], env: Mapping[str, str]) -> ChildLike: ...
+
+    def tee(self, name: str, src_fd: int, echo_fd: int, log: AppendFile, idx: AppendFile,
+            batch_s: float = 0.0) -> StreamTee: ...
+
+    def host_events(self, bundle: Path, on_status: Callable[[str, dict[str, Any]], None],
+                    files: Callable[[AppendFile], AppendFile]) -> HostEvents | None: ...
+
+
+def current(env: Mapping[str, str] | None = None) -> Platform:
+    """The platform this process records on (``env``: the environment to read, default ``os.environ``)."""
+    env = os.environ if env is None else env
+    if sys.platform == "win32":
+        from forensics.record.platform.windows import WindowsPlatform
+
+        return WindowsPlatform(env)
+    from forensics.record.platform.wsl import detect_wsl
+
+    found = detect_wsl(env)
+    if found is not None:
+        from forensics.record.platform.wsl import WslPlatform
+
+        return WslPlatform(env, found)
+    from forensics.record.platform.posix import PosixPlatform
+
+    return PosixPlatform()

@@ -1,0 +1,32 @@
+"""Linux and other POSIX systems: the child, signals and terminal of :mod:`forensics.record.child`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from forensics.record.tee import StreamTee
+from forensics.record.writer import AppendFile
+
+__all__ = ["PosixPlatform"]
+
+
+class PosixPlatform:
+    name = "posix"
+    keeper = True
+    facts: dict[str, Any] | None = None
+    nvml_unavailable: str | None = None  # why NVML cannot be sampled here (None: it can)
+
+    def child(self, argv: Sequence[str], env: Mapping[str, str]) -> Any:
+        from forensics.record.child import Child
+
+        return Child(argv, env)
+
+    def tee(self, name: str, src_fd: int, echo_fd: int, log: AppendFile, idx: AppendFile,
+            batch_s: float = 0.0) -> StreamTee:
+        return StreamTee(name, src_fd, echo_fd, log, idx, batch_s=batch_s)
+
+    def host_events(self, bundle: Path, on_status: Callable[[str, dict[str, Any]], None],
+                    files: Callable[[AppendFile], AppendFile]) -> Any:
+        return None
