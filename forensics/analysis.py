@@ -307,7 +307,8 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
             for s in analysis.sources
         ],
         "recordings": analysis.recordings,
-        "topology": analysis.topology.to_json(),
+        **({"topology": analysis.topology.to_json()}  # PCIe facts, when the inputs give any
+           if analysis.topology.gpus or analysis.topology.paths else {}),
         "timeline": _timeline_summary(analysis.timeline),
         "warnings": analysis.warnings,
     }

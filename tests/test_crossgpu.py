@@ -127,3 +127,16 @@ def test_recorded_two_gpu_nvlink_bundle_has_paths_but_no_chipset_claim_or_ruled_
     assert [p.link for p in topo.paths] == ["NV18"] and not topo.chipset_gpus()
     assert "psu-power-loss" not in dict(a.verdict.ruled_out)
     assert "GPU 0 ↔ GPU 1: NV18 (over NVLink)" in render_text(a)
+
+
+def test_report1_verdict_holds_when_nvidia_smi_reports_the_cards_own_x16_as_max(tmp_path: Path) -> None:
+    """Newer nvidia-smi prints the card's own width as `Max` (16x) in a x4 chipset slot: the link is then also a
+    `pcie-link-degraded` risk, never the root, and the chipset fact and verdict stay."""
+    q = tmp_path / "nvidia-smi-q.txt"
+    q.write_text((MACHINE / "nvidia-smi-q.txt").read_text().replace("Max                       : 4x",
+                                                                    "Max                       : 16x"))
+    a = analyze([str(HOST), str(MACHINE / "nvidia-smi-topo.txt"), str(q), str(GUEST)])
+    assert a.verdict.root_cause_id == "p2p-sram-error" and a.verdict.summary.startswith("Cause: the cross-GPU")
+    assert [f.signature for f in a.verdict.contributing] == ["pcie-link-degraded"]
+    (chip,) = a.topology.chipset_gpus()
+    assert chip.link_text() == "Gen4 x4 (max Gen4 x16)" and chip.index == "1"
