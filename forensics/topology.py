@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forensics.events import Event, MetricSample
+from forensics.pci import normalize_pci
 
 __all__ = ["GpuLink", "GpuPath", "Topology", "read_topology"]
 
@@ -138,6 +139,7 @@ def read_topology(events: Sequence[Event], samples: Sequence[MetricSample]) -> T
     links: dict[tuple[str, str], GpuLink] = {}
 
     def link(host: str | None, gpu: object) -> GpuLink:
+        gpu = normalize_pci(str(gpu)) or str(gpu)  # NVML's 00000000:0C:00.0 and lspci's 0c:00.0 are one GPU
         key = (host or "", str(gpu))
         if key not in links:
             links[key] = GpuLink(host or "", str(gpu))

@@ -140,3 +140,13 @@ def test_report1_verdict_holds_when_nvidia_smi_reports_the_cards_own_x16_as_max(
     assert [f.signature for f in a.verdict.contributing] == ["pcie-link-degraded"]
     (chip,) = a.topology.chipset_gpus()
     assert chip.link_text() == "Gen4 x4 (max Gen4 x16)" and chip.index == "1"
+
+
+def test_one_gpu_named_in_several_bus_id_spellings_is_one_gpu() -> None:
+    samples = [_link("00000000:01:00.0", 16, 16), _link("00000000:0C:00.0", 4, 4)]
+    lspci = Event(ts=None, ts_source=TsSource.NONE, source="file:lspci", kind="pcie-link", severity=Severity.INFO,
+                  message="0c:00.0 PCIe link", origin=Origin("lspci.txt", 1), host="n1", gpu="0c:00.0",
+                  attrs={"tool": "lspci", "gen": 4, "width": 4, "gen_max": 4, "width_max": 16})
+    topo = read_topology([_topo_event("0", "1", "PHB"), lspci], samples)
+    assert [g.gpu for g in topo.gpus] == ["0000:01:00.0", "0000:0c:00.0"]
+    assert topo.gpus[1].attachment == "chipset" and topo.gpus[1].sources == ["lspci", "nvml"]
