@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from forensics.filters import TimelineFilter
     from forensics.postmortem.environment import BundleFacts
     from forensics.progress import Progress
+    from forensics.topology import Topology
 
 __all__ = ["Analysis", "Options", "SourceReport", "analyze", "bundle_facts", "parse_input"]
 
@@ -64,6 +66,13 @@ class Analysis:
     findings: list[Finding]
     verdict: Verdict
     warnings: list[str] = field(default_factory=list)
+
+    @cached_property
+    def topology(self) -> Topology:
+        """Each GPU's PCIe link, the paths between GPUs and chipset/switch attachment (forensics/topology.py)."""
+        from forensics.topology import read_topology
+
+        return read_topology(self.timeline.events, self.timeline.metrics)
 
     @property
     def recordings(self) -> list[dict[str, Any]]:
@@ -299,6 +308,8 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
             for s in analysis.sources
         ],
         "recordings": analysis.recordings,
+        **({"topology": analysis.topology.to_json()}  # PCIe facts, when the inputs give any
+           if analysis.topology.gpus or analysis.topology.paths else {}),
         "timeline": _timeline_summary(analysis.timeline),
         "warnings": analysis.warnings,
     })

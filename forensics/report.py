@@ -228,6 +228,19 @@ def _time_lines(timeline: Timeline, full: bool = False) -> list[str]:
     return out
 
 
+def _topology_lines(analysis: Analysis) -> list[str]:
+    """PCIe facts: each GPU's link (now vs max, chipset/switch attachment) and the paths between GPUs;
+    shown when there are several GPUs or a link below its maximum."""
+    topo = analysis.topology
+    below = any(g.width is not None and g.width_max is not None and g.width < g.width_max for g in topo.gpus)
+    if not topo.paths and not below and len(topo.gpus) < 2:
+        return []
+    out = ["", "  PCIe topology (facts):"]
+    for fact in topo.facts():
+        out += textwrap.wrap(f"    - {fact}", WIDTH, subsequent_indent="      ", break_on_hyphens=False)
+    return out
+
+
 def render_text(analysis: Analysis, full: bool = False) -> str:
     """The report; ``full`` (``--all``): every evidence line, file and warning, none elided."""
     v = analysis.verdict
@@ -246,6 +259,7 @@ def render_text(analysis: Analysis, full: bool = False) -> str:
     if v.ruled_out:
         out += ["", "  Considered and ruled out:"]
         out += [f"    - {sig}: {why}" for sig, why in v.ruled_out]
+    out += _topology_lines(analysis)
     if v.root_cause is not None and v.root_cause.references:
         out += ["", "  References: " + "  ".join(v.root_cause.references[:3])]
     out.append("")

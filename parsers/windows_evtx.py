@@ -70,35 +70,36 @@ def evtx_to_xml(raw: bytes) -> tuple[bytes, list[str]]:
 class WindowsEvtxParser:
     name = "windows-evtx"
     samples = (
-        # Shape: what evtx_to_xml makes of the real 5-record tests/data/windows/TestLogX.evtx
-        # (first record, as the evtx package renders it).
+        # Real: what evtx_to_xml makes of tests/data/windows/Application_no_crc32.evtx (a real Application
+        # log from the omerbenamram/evtx samples, MIT/Apache-2.0), its second record.
         MARKER
         + """
 <Events>
 <Event xmlns="http://schemas.microsoft.com/win/2004/08/events/event">
   <System>
-    <Provider Name="TestAppX">
+    <Provider Name="SecurityCenter">
     </Provider>
-    <EventID Qualifiers="0">2</EventID>
+    <EventID Qualifiers="0">15</EventID>
     <Version>0</Version>
-    <Level>2</Level>
-    <Task>1</Task>
+    <Level>4</Level>
+    <Task>0</Task>
     <Opcode>0</Opcode>
     <Keywords>0x80000000000000</Keywords>
-    <TimeCreated SystemTime="2021-07-22T15:45:44.663880Z">
+    <TimeCreated SystemTime="2021-03-31T23:51:47.112518Z">
     </TimeCreated>
-    <EventRecordID>2</EventRecordID>
+    <EventRecordID>427</EventRecordID>
     <Correlation>
     </Correlation>
     <Execution ProcessID="0" ThreadID="0">
     </Execution>
-    <Channel>TestLogX</Channel>
-    <Computer>DESKTOP-PJOQLJS</Computer>
+    <Channel>Application</Channel>
+    <Computer>DESKTOP-0HIJB49</Computer>
     <Security>
     </Security>
   </System>
   <EventData>
-    <Data>Test log message, error</Data>
+    <Data>Windows Defender</Data>
+    <Data>SECURITY_PRODUCT_STATE_ON</Data>
     <Binary></Binary>
   </EventData>
 </Event>

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forensics.analysis import Options, parse_input
+from forensics.analysis import Options, analyze, parse_input
 from forensics.events import Event, Severity, TsSource
 from forensics.parsers import ParseContext, detect, parser_by_name
 from forensics.parsers.windows_evtx import MARKER, evtx_to_xml
@@ -175,20 +175,38 @@ def test_xml_with_a_dtd_or_a_broken_event_costs_that_event_only() -> None:
 # -- evtx ---------------------------------------------------------------------------------------------
 
 def test_real_evtx_file_becomes_windows_evtx_events() -> None:
-    kind, events, warnings = _parse_file(DATA / "TestLogX.evtx")
+    # A real 17-record Application log (omerbenamram/evtx samples, MIT/Apache-2.0; README.md here).
+    kind, events, warnings = _parse_file(DATA / "Application_no_crc32.evtx")
     assert kind == "windows-evtx" and not warnings
-    assert [e.attrs["record_id"] for e in events] == [1, 2, 3, 4, 5]
-    assert all(e.attrs["provider"] == "TestAppX" and e.host == "DESKTOP-PJOQLJS" for e in events)
-    assert events[0].ts == _ns("2021-07-22T15:44:21.416718Z") and events[0].ts_source is TsSource.EXACT
-    assert events[0].message == "TestAppX 1: Test log message, information"
-    assert events[1].severity is Severity.ERROR and events[1].attrs["level"] == 2
-    assert all(e.attrs["export"] == "evtx" for e in events)
+    assert [e.attrs["record_id"] for e in events] == list(range(426, 443))
+    assert all(e.host == "DESKTOP-0HIJB49" and e.attrs["export"] == "evtx" for e in events)
+    assert events[0].attrs["provider"] == "SecurityCenter" and events[0].attrs["event_id"] == 1
+    assert events[0].ts == 1617234705018767000 and events[0].ts_source is TsSource.EXACT
+    assert events[1].message == "SecurityCenter 15: Windows Defender | SECURITY_PRODUCT_STATE_ON"
+    assert events[2].attrs["provider"] == "Microsoft-Windows-Winlogon" and events[2].attrs["event_id"] == 6000
+    assert [e.ts for e in events] == sorted(e.ts for e in events)
+
+
+def test_real_system_evtx_reads_whole_and_holds_no_failure() -> None:
+    """A real System log of 1881 records (omerbenamram/evtx samples): every record read, errors kept as
+    errors, and a healthy log: Kernel-Boot 153 and Kernel-Power 42/107/172 are not nvlddmkm 153 or
+    Kernel-Power 41."""
+    kind, events, warnings = _parse_file(DATA / "system.evtx")
+    assert kind == "windows-evtx" and not warnings and len(events) == 1881
+    assert {e.host for e in events} == {"WIN-P4SIAA0SQCO", "DESKTOP-2KGM189"}  # renamed during its life
+    assert sum(e.severity is Severity.ERROR for e in events) == 41
+    boot153 = [e for e in events if e.attrs["event_id"] == 153]
+    assert boot153 and {e.attrs["provider"] for e in boot153} == {"Microsoft-Windows-Kernel-Boot"}
+    power = {e.attrs["event_id"] for e in events if e.attrs["provider"] == "Microsoft-Windows-Kernel-Power"}
+    assert 41 not in power and {42, 107, 172} <= power
+    analysis = analyze([str(DATA / "system.evtx")])
+    assert analysis.verdict.root_cause is None
 
 
 def test_evtx_converter_survives_cut_and_damaged_files() -> None:
-    raw = (DATA / "TestLogX.evtx").read_bytes()
+    raw = (DATA / "Application_no_crc32.evtx").read_bytes()
     xml, warnings = evtx_to_xml(raw)
-    assert xml.startswith(MARKER.encode()) and xml.count(b"<Event ") == 5 and not warnings
+    assert xml.startswith(MARKER.encode()) and xml.count(b"<Event ") == 17 and not warnings
     xml, warnings = evtx_to_xml(raw[:100])
     assert xml == b"" and warnings and "unreadable" in warnings[0]
     xml, warnings = evtx_to_xml(raw[:6000])
@@ -197,7 +215,12 @@ def test_evtx_converter_survives_cut_and_damaged_files() -> None:
     damaged[4096 + 600: 4096 + 900] = b"\xff" * 300
     xml, warnings = evtx_to_xml(bytes(damaged))
     assert xml.count(b"<Event ") == 0 and any("chunk" in w for w in warnings)
-    items = list(expand_inputs([str(DATA / "TestLogX.evtx")]))
+    # A damaged first chunk of a many-chunk log costs that chunk only.
+    big = bytearray((DATA / "system.evtx").read_bytes())
+    big[4096 + 600: 4096 + 900] = b"\xff" * 300
+    xml, warnings = evtx_to_xml(bytes(big))
+    assert 0 < xml.count(b"<Event ") < 1881 and any("chunk" in w for w in warnings)
+    items = list(expand_inputs([str(DATA / "Application_no_crc32.evtx")]))
     assert len(items) == 1 and items[0].raw.startswith(MARKER.encode())
 
 

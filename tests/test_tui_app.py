@@ -385,3 +385,18 @@ def test_evidence_body_says_how_many_matched_and_the_extracted_facts() -> None:
     assert "xid 79 · pci 0000:ba:00" in text and "empty" not in text
     # The raw excerpt of neighbouring evidence lines is shown once, with every event's line marked.
     assert text.count("▶ ") == 4 and text.count("NVRM: GPU 0000:ba:00.0: GPU has fallen off the bus.") == 1
+
+
+@headless
+async def test_overview_names_the_chipset_attached_gpu_of_the_first_report() -> None:
+    data = ROOT / "tests" / "data"
+    paths = [str(data / "windows" / "report1-p2p-sram.xml"), str(data / "report1-machine" / "nvidia-smi-topo.txt"),
+             str(data / "report1-machine" / "nvidia-smi-q.txt"),
+             str(CASES / "windows-unknown-error-optimizer-step" / "train.log")]
+    app = ForensicsApp(paths)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await opened(pilot)
+        text = " ".join(" ".join(screen(app).split()).split("│"))
+        assert "Cause: the cross-GPU PCIe path over the chipset" in text
+        assert "PCIe" in text and "GPU 1 (0000:0c:00.0) behind the chipset" in " ".join(text.split())
+        assert "GPU 0 ↔ GPU 1:" in text

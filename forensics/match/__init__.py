@@ -21,6 +21,7 @@ from pathlib import Path
 from forensics.errors import SignatureError
 from forensics.events import Event
 from forensics.findings import Confidence, Finding, Verdict
+from forensics.match.crossgpu import refine_cross_gpu
 from forensics.match.detectors import run_detectors
 from forensics.match.detectors.runs import BOUNDARY_LITERALS
 from forensics.match.loader import load_signatures as _load
@@ -101,6 +102,7 @@ def diagnose(timeline: Timeline, signatures: Sequence[Signature]) -> tuple[list[
         findings, verdict = verdict_for(unknown, findings, verdict)  # a failure no signature knows
     verdict.warnings = warnings + index.warnings
     _add_xid_context(verdict, index.events)
+    refine_cross_gpu(verdict, index.events, timeline.metrics)  # a P2P fault on a chipset-attached GPU
     return findings, verdict
 
 

@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from forensics.analysis import Analysis
 from forensics.clocksync import describe_offset
 from forensics.findings import Finding, Role, number_ranges
 from forensics.match.facts import oom_sentence
@@ -213,6 +214,25 @@ def clock_text(timeline: Timeline) -> str:
     return (f"against {ref}: " if ref and parts and ref not in timeline.clock_given else "") + "; ".join(parts)
 
 
+def _pcie_text(analysis: Analysis) -> Text | None:
+    """Chipset/switch-attached GPUs and the paths between GPUs (forensics/topology.py), when known."""
+    topo = analysis.topology
+    attached = [g for g in topo.gpus if g.attachment in ("chipset", "switch")]
+    if not attached and not topo.paths:
+        return None
+    text = Text()
+    for g in attached:
+        if text:
+            text.append(" · ")
+        where = "behind the chipset" if g.attachment == "chipset" else "behind a PCIe switch"
+        text.append(f"{g.label} {where} ({g.why})", Style(color="#ff5370") if g.attachment == "chipset" else Style())
+    for path in topo.paths[:6]:
+        if text:
+            text.append(" · ")
+        text.append(path.text())
+    return text
+
+
 def facts_text(model: Model) -> RenderableType:
     """The run's facts as label/value rows; a long value wraps under its own column."""
     facts, analysis = model.facts, model.analysis
@@ -246,6 +266,9 @@ def facts_text(model: Model) -> RenderableType:
             gpu_text.append(f"{count} × {gpu_model}" + (f", PCIe {link}" if link else ""),
                             Style(color="#ff5370") if "(max" in link else Style())
         rows.append(("GPUs", gpu_text))
+    pcie = _pcie_text(analysis)
+    if pcie is not None:
+        rows.append(("PCIe", pcie))
     if facts.ranks:
         rows.append(("Ranks", number_ranges(facts.ranks)))
     if facts.versions:
