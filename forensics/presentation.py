@@ -66,6 +66,9 @@ _BARE_NUMBER = re.compile(r"^[ \t]*\d+[ \t]*$")
 #: c10d's ``[W socket.cpp:697]``, ``[E ProcessGroupNCCL.cpp:737]``): part of the record, never presentation.
 _SOURCE_HEADER = re.compile(r"^[ \t]*\[?[DIWEFC](?:\d{4})?[ \d:.]*[\w./-]*\.\w+:\d+\]")
 #: A date or a clock time in a prefix makes it a stamp, however constant (one day's log).
+#: A field name of the record itself (``saved metadata:``, ``recomputed metadata:``): words of plain
+#: letters with a blank between them, then a colon. A writer's label is one token (a host, a rank).
+_FIELD_NAME = re.compile(r"^[ \t]*[A-Za-z]+(?: [A-Za-z]+)+:[ \t]*$")
 _DATE_TIME = re.compile(r"(?<![=.\d])\d{1,4}[-/:]\d\d[-/:]\d\d")
 
 
@@ -405,6 +408,8 @@ def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
         elif _counter(prefixes):
             continue  # Epoch[60], Epoch[61] …: a counter the records carry, not the writer's label
         elif not _DATE_TIME.search(prefixes[0]) and len(set(p.strip() for p in prefixes)) <= max(4, len(prefixes) // 4):
+            if all(_FIELD_NAME.match(p) for p in prefixes):
+                continue  # the record's own field names, not a writer's label
             kind = "label"
         else:
             kind = "stamp"

@@ -120,6 +120,28 @@ def test_a_column_of_numbers_or_a_record_flood_is_content() -> None:
     assert learn(TextDocument.from_bytes(flood, "t")) is None
 
 
+#: Real CheckpointError per-tensor lines pasted without their header, from
+#: https://github.com/mihirp1998/VADER/issues/9 (the excerpt starts in the list).
+_METADATA_LINES = """\
+saved metadata: {'shape': torch.Size([64, 2, 1]), 'dtype': torch.float32, 'device': device(type='cuda', index=0)}
+recomputed metadata: {'shape': torch.Size([320, 2, 2]), 'dtype': torch.float16, 'device': device(type='cuda', index=0)}
+tensor at position 29:
+saved metadata: {'shape': torch.Size([64, 2, 320]), 'dtype': torch.bool, 'device': device(type='cuda', index=0)}
+recomputed metadata: {'shape': torch.Size([320]), 'dtype': torch.float32, 'device': device(type='cuda', index=0)}
+tensor at position 30:
+saved metadata: {'shape': torch.Size([320, 4]), 'dtype': torch.float16, 'device': device(type='cuda', index=0)}
+recomputed metadata: {'shape': torch.Size([64, 2, 320]), 'dtype': torch.float32, 'device': device(type='cuda', index=0)}
+"""
+
+
+def test_a_records_own_field_names_are_not_a_label(tmp_path: Path) -> None:
+    # Two alternating 'word word:' starts look like two pdsh hosts; they are the record's field names.
+    for text in (_METADATA_LINES, _prefixed(_METADATA_LINES, "[rank0]:")):
+        a = _analyze(tmp_path, "ckpt.log", text)
+        assert not any("metadata" in p for p in a.sources[0].presentation)
+        assert a.verdict.root_cause_id == "checkpoint-recompute-mismatch"
+
+
 def test_hard_wrapped_lines_are_joined_and_point_at_all_their_raw_lines(tmp_path: Path) -> None:
     raw = _log("nccl-timeout-collective-mismatch").read_text(encoding="utf-8")
     wrapped = transforms.apply("wrap80", raw.encode(), transforms.FileInfo("t"))
