@@ -64,7 +64,10 @@ _SGR_BYTES = re.compile(rb"\x1b\[[0-9;]*m")
 _BARE_NUMBER = re.compile(r"^[ \t]*\d+[ \t]*$")
 #: A program's own logging header naming its source file (glog ``W0514 12:00:01.5 123 file.cc:42]``,
 #: c10d's ``[W socket.cpp:697]``, ``[E ProcessGroupNCCL.cpp:737]``): part of the record, never presentation.
-_SOURCE_HEADER = re.compile(r"^[ \t]*\[?[DIWEFC](?:\d{4})?[ \d:.]*[\w./-]*\.\w+:\d+\]")
+_SOURCE_HEADER = re.compile(r"^[ \t]*\[?[DIWEFC](?:\d{4})?[ \d:.]*[\w./-]*\.\w+:\d+\]"
+                            # a compiler's or CUDA assert's own ``../aten/…/Indexing.cu:1308:`` (source files only:
+                            # ``grep -n``'s ``/var/log/kern.log:1234:`` is presentation)
+                            r"|^[ \t]*[\w.-]*/[\w./-]*\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp|py|rs|go):\d+:")
 #: A date or a clock time in a prefix makes it a stamp, however constant (one day's log).
 #: A field name of the record itself (``saved metadata:``, ``recomputed metadata:``): words of plain
 #: letters with a blank between them, then a colon. A writer's label is one token (a host, a rank).
