@@ -64,8 +64,14 @@ _SGR_BYTES = re.compile(rb"\x1b\[[0-9;]*m")
 _BARE_NUMBER = re.compile(r"^[ \t]*\d+[ \t]*$")
 #: A program's own logging header naming its source file (glog ``W0514 12:00:01.5 123 file.cc:42]``,
 #: c10d's ``[W socket.cpp:697]``, ``[E ProcessGroupNCCL.cpp:737]``): part of the record, never presentation.
-_SOURCE_HEADER = re.compile(r"^[ \t]*\[?[DIWEFC](?:\d{4})?[ \d:.]*[\w./-]*\.\w+:\d+\]")
+_SOURCE_HEADER = re.compile(r"^[ \t]*\[?[DIWEFC](?:\d{4})?[ \d:.]*[\w./-]*\.\w+:\d+\]"
+                            # a compiler's or CUDA assert's own ``../aten/…/Indexing.cu:1308:`` (source files only:
+                            # ``grep -n``'s ``/var/log/kern.log:1234:`` is presentation)
+                            r"|^[ \t]*[\w.-]*/[\w./-]*\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp|py|rs|go):\d+:")
 #: A date or a clock time in a prefix makes it a stamp, however constant (one day's log).
+#: A field name of the record itself (``saved metadata:``, ``recomputed metadata:``): words of plain
+#: letters with a blank between them, then a colon. A writer's label is one token (a host, a rank).
+_FIELD_NAME = re.compile(r"^[ \t]*[A-Za-z]+(?: [A-Za-z]+)+:[ \t]*$")
 _DATE_TIME = re.compile(r"(?<![=.\d])\d{1,4}[-/:]\d\d[-/:]\d\d")
 
 
@@ -406,6 +412,8 @@ def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
         elif _counter(prefixes):
             continue  # Epoch[60], Epoch[61] …: a counter the records carry, not the writer's label
         elif not _DATE_TIME.search(prefixes[0]) and len(set(p.strip() for p in prefixes)) <= max(4, len(prefixes) // 4):
+            if all(_FIELD_NAME.match(p) for p in prefixes):
+                continue  # the record's own field names, not a writer's label
             kind = "label"
         else:
             kind = "stamp"

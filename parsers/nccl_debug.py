@@ -113,16 +113,25 @@ _TESTS_PASSED = re.compile(rb"Out of bounds values\s*:\s*0\s+OK")
 _MAX_ROWS = 10_000
 
 
-def nccl_tests_outcome(data: bytes, start: int) -> dict[str, Any]:
-    """What followed an nccl-tests header at byte ``start``: how many result rows (capped) and whether the
-    ``Out of bounds values : 0 OK`` summary was printed. A header with no row after it is a run that never
-    finished one collective (a hang, or output cut right there)."""
+#: One line of the header's device list (``#  Rank  0 Group  0 Pid 78 on host device  0 [0x07] …``).
+_TESTS_RANK = re.compile(rb"(?m)^[^\n]{0,60}?Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s")
+_DEVICE_LIST_BYTES = 1 << 20
+
+
+def nccl_tests_outcome(data: bytes, start: int, expected_ranks: int = 0) -> dict[str, Any]:
+    """What followed an nccl-tests header at byte ``start``: how many result rows (capped), whether the
+    ``Out of bounds values : 0 OK`` summary was printed, and whether the device list was cut. A header with
+    no row after it is a run that never finished one collective (a hang, or output cut right there).
+    nccl-tests prints its device list in one piece, every thread's and GPU's rank (at least ``nThread ×
+    nGpus`` = ``expected_ranks``): fewer lines than that is a paste cut inside the list, not a hang."""
     rows = 0
     for _ in _TESTS_ROW.finditer(data, start):
         rows += 1
         if rows >= _MAX_ROWS:
             break
-    return {"result_rows": rows, "passed": _TESTS_PASSED.search(data, start) is not None}
+    listed = sum(1 for _ in _TESTS_RANK.finditer(data, start, start + _DEVICE_LIST_BYTES))
+    return {"result_rows": rows, "passed": _TESTS_PASSED.search(data, start) is not None,
+            "device_list_cut": rows == 0 and 0 < listed < expected_ranks}
 
 
 def parse_nccl_tests(text: str) -> tuple[str, dict[str, Any], bool] | None:

@@ -5,7 +5,8 @@ Each GPU row of each snapshot gives one MetricSample (memory, utilisation, power
 the first sight of a GPU gives a ``gpu-info`` event (name, index, bus id, driver), the process
 table one ``gpu-info`` per process; error texts (``GPU is lost``, ``No devices were found``,
 ``Failed to initialize NVML: …``) are ``nvidia-smi`` events of severity error, with the NVML
-return code they stand for.
+return code they stand for. Lines of another program pasted around the table (the error that sent the
+user to nvidia-smi) are read as plain text would be, in place.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ _ROW2 = re.compile(
 )
 _PROC = re.compile(r"^\|\s*(\d+)\s+(?:(\S+)\s+(\S+)\s+)?(\d+)\s+(C\+G|C|G)\s+(.+?)\s+(\d+MiB|N/A)\s*\|")
 _SMI = re.compile(r"NVIDIA-SMI\s+([\d.]+)\s+Driver Version:\s*([\d.]+)(?:\s+CUDA Version:\s*([\d.]+))?")
+#: A line of the table itself: its borders, header and rows, the process table.
+_TABLE_LINE = re.compile(r"^\s*[|+]|^\s*=+\s*$")
+_BLANK = bytes(b if b == 0x0A else 0x20 for b in range(256))
 _CTIME_LINE = re.compile(
     r"(?:^|\s)(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\s*$"
 )
@@ -121,9 +125,14 @@ Unable to determine the device handle for GPU 0000:05:00.0: GPU is lost.  Reboot
         seen_procs: set[tuple[str, int]] = set()
         index_to_bus: dict[str, str] = {}
         pending: tuple[str, str, str, Line] | None = None  # index, name, bus id, line of the first row
+        others: list[Line] = []  # lines that are neither the table nor nvidia-smi's own texts
         for line in doc.lines():
             text = line.text.rstrip()
             if not text.strip():
+                continue
+            if not _TABLE_LINE.match(text) and not _SMI.search(text) and not match_error(text) \
+                    and not _CTIME_LINE.search(text):
+                others.append(line)
                 continue
             if _CTIME_LINE.search(text) and "|" not in text:
                 ts, ts_source = parse_ctime(text, ctx)
@@ -185,6 +194,22 @@ Unable to determine the device handle for GPU 0000:05:00.0: GPU is lost.  Reboot
                 yield smi_event(ctx, ctx.origin(line), "nvidia-smi", text.strip(), ts=ts, ts_source=ts_source,
                                 severity=Severity.ERROR, gpu=bus,
                                 attrs={"tool": self.name, "nvml_error": code, "pci": bus})
+        if others:
+            yield from _around_the_table(doc, ctx, others)
+
+
+def _around_the_table(doc: TextDocument, ctx: ParseContext, others: list[Line]) -> Iterator[Record]:
+    """The non-table lines read by the generic text scan, at their own lines and offsets (the table's
+    bytes blanked out, newlines kept)."""
+    from forensics.parsers.process_output import scan
+
+    data = doc.data
+    kept = bytearray(data.translate(_BLANK))
+    for line in others:
+        end = data.find(b"\n", line.offset)
+        end = len(data) if end < 0 else end
+        kept[line.offset:end] = data[line.offset:end]
+    yield from scan(TextDocument(bytes(kept), doc.path), ctx, generic=True)
 
 
 PARSER = NvidiaSmiParser()

@@ -724,7 +724,8 @@ class _Scan:
             return False
         message, attrs, error = parsed
         if "nthread" in attrs:  # the header: did the run print results after it?
-            attrs.update(nccl_debug.nccl_tests_outcome(self.doc.data, line.offset + len(line.text.encode())))
+            attrs.update(nccl_debug.nccl_tests_outcome(self.doc.data, line.offset + len(line.text.encode()),
+                                                       attrs["nthread"] * attrs["ngpus"]))
         self.emit(line, "nccl", message, Severity.ERROR if error else Severity.INFO, body, attrs=attrs)
         return True
 

@@ -4,11 +4,13 @@ concatenated on one line, single-quoted attributes, maybe wrapped in ``<Events>`
 
 Each ``<Event>`` becomes one ``winevent``; ``SystemTime`` is UTC, so times are ``exact``.
 Event Viewer's XML view pasted from a browser puts ``- `` before collapsible tags; that is
-stripped. Documents with a DTD are refused (no entity expansion from user files).
+stripped. Markup posted HTML-escaped (``&lt;Event …&gt;``, a web page's copy) is read unescaped, at
+the same lines. Documents with a DTD are refused (no entity expansion from user files).
 """
 
 from __future__ import annotations
 
+import html
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -188,7 +190,34 @@ def salvage_event_xml(text: str) -> dict[str, Any]:
     return out
 
 
+def _salvage_last(doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+    """An ``<Event>`` the paste cut before ``</Event>``: its System fields and named data, marked ``xml_cut``."""
+    data = doc.data
+    starts = list(_EVENT_START.finditer(data, max(0, len(data) - _MAX_EVENT_BYTES)))
+    if not starts or data.find(_EVENT_END, starts[-1].start()) >= 0:
+        return
+    at = starts[-1].start()
+    chunk = data[at:]
+    if b"<!DOCTYPE" in chunk or b"<!ENTITY" in chunk:
+        return
+    found = salvage_event_xml(_COLLAPSE_MARK.sub("", chunk.decode("utf-8", errors="replace")))
+    if not found.get("provider") and found.get("event_id") is None:
+        return
+    parsed = parse_iso_utc(found["time"]) if found.get("time") else None
+    ts, ts_source = (parsed[0], TsSource.EXACT) if parsed else (None, TsSource.NONE)
+    extra: dict[str, Any] = {"xml_cut": True}
+    if found.get("named"):
+        extra["named_data"] = found["named"]
+    line = doc.line_at(at)
+    yield build_winevent(ctx, ctx.origin(line, chunk.count(b"\n") + 1), ts=ts, ts_source=ts_source,
+                         provider=found.get("provider"), event_id=found.get("event_id"), level=found.get("level"),
+                         computer=found.get("computer"), data=[f"{k}={v}" for k, v in found.get("named", {}).items()],
+                         extra=extra)
+
+
 _NS = "schemas.microsoft.com/win/2004/08/events/event"
+#: An export whose markup was HTML-escaped when it was posted (``- &lt;Event xmlns=…&gt;``).
+_ESCAPED = re.compile(r"^\s*(?:[-+]\s+)?&lt;")
 
 
 class WindowsEventXmlParser:
@@ -234,6 +263,8 @@ class WindowsEventXmlParser:
     )
 
     def detect(self, head: list[str]) -> float:
+        if head and _ESCAPED.match(head[0]):
+            head = [html.unescape(h) for h in head]
         if not head or not re.match(r"^\s*(?:[-+]\s+)?<", head[0]):
             return 0.0  # XML exports start with markup; text exports that embed XML are not this
         text = "\n".join(head[:20])
@@ -246,7 +277,11 @@ class WindowsEventXmlParser:
         return 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
-        yield from iter_event_xml(doc, ctx)
+        if _ESCAPED.match(doc.data[:200].decode("utf-8", errors="replace")):
+            # entities hold no newline: the unescaped text keeps every line where it was
+            doc = TextDocument(html.unescape(doc.data.decode("utf-8", errors="replace")).encode(), doc.path)
+        yield from iter_event_xml(doc, ctx, cut_ok=True)
+        yield from _salvage_last(doc, ctx)
 
 
 PARSER = WindowsEventXmlParser()

@@ -458,3 +458,51 @@ def test_detection_of_nvidia_samples_is_not_claimed_by_another_parser() -> None:
     for name in NVIDIA_PARSERS:
         for sample in parser_by_name(name).samples:
             assert detect(TextDocument.from_bytes(sample.encode(), "s").head())[0].name == name
+
+
+#: A user's error pasted above the nvidia-smi table they ran next, as posted in
+#: https://github.com/microsoft/Bringing-Old-Photos-Back-to-Life/issues/28 (cut in the process table).
+_ERROR_ABOVE_TABLE = """\
+when I run code\uff0cget the error like thie
+"RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable"
+
+I already installed cuna,nvidia driver,check the processes, this is the info
+(venv) dash@dash-KVM:~/Bringing-Old-Photos-Back-to-Life-master$ nvidia-smi 
+Fri Oct 23 11:07:33 2020       
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 440.118.02   Driver Version: 440.118.02   CUDA Version: 10.2     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|===============================+======================+======================|
+|   0  GRID T4-8Q          On   | 00000000:00:09.0 Off |                  N/A |
+| N/A   N/A    P8    N/A /  N/A |    592MiB /  8192MiB |      0%      Default |
++-------------------------------+----------------------+----------------------+
+"""  # noqa: W291
+
+#: Host names and a date above a healthy table, from https://github.com/cBio/cbio-cluster/issues/144.
+_PROSE_ABOVE_TABLE = """\
+gpu-2-16-gpu1
+1
+gpu-2-16.local
+Thu Oct 16 23:48:03 2014       
++------------------------------------------------------+                       
+| NVIDIA-SMI 340.29     Driver Version: 340.29         |                       
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|===============================+======================+======================|
+|   0  GeForce GTX TITAN   Off  | 0000:03:00.0     N/A |                  N/A |
+| 57%   79C    P0    N/A /  N/A |    362MiB /  6143MiB |     N/A    E. Thread |
++-------------------------------+----------------------+----------------------+
+"""  # noqa: W291
+
+
+def test_lines_pasted_around_the_table_are_read_as_text() -> None:
+    kind, events, samples, _ = _text(_ERROR_ABOVE_TABLE)
+    assert kind == "nvidia-smi" and len(samples) == 1
+    err = [e for e in events if "busy or unavailable" in e.message]
+    assert err and err[0].origin.line == 2  # at its own line of the raw file
+    kind, events, samples, _ = _text(_PROSE_ABOVE_TABLE)
+    assert kind == "nvidia-smi" and len(samples) == 1
+    assert [e.kind for e in events] == ["gpu-info"]  # host names and a date are no events

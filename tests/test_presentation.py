@@ -120,6 +120,46 @@ def test_a_column_of_numbers_or_a_record_flood_is_content() -> None:
     assert learn(TextDocument.from_bytes(flood, "t")) is None
 
 
+#: Real CheckpointError per-tensor lines pasted without their header, from
+#: https://github.com/mihirp1998/VADER/issues/9 (the excerpt starts in the list).
+_METADATA_LINES = """\
+saved metadata: {'shape': torch.Size([64, 2, 1]), 'dtype': torch.float32, 'device': device(type='cuda', index=0)}
+recomputed metadata: {'shape': torch.Size([320, 2, 2]), 'dtype': torch.float16, 'device': device(type='cuda', index=0)}
+tensor at position 29:
+saved metadata: {'shape': torch.Size([64, 2, 320]), 'dtype': torch.bool, 'device': device(type='cuda', index=0)}
+recomputed metadata: {'shape': torch.Size([320]), 'dtype': torch.float32, 'device': device(type='cuda', index=0)}
+tensor at position 30:
+saved metadata: {'shape': torch.Size([320, 4]), 'dtype': torch.float16, 'device': device(type='cuda', index=0)}
+recomputed metadata: {'shape': torch.Size([64, 2, 320]), 'dtype': torch.float32, 'device': device(type='cuda', index=0)}
+"""
+
+
+def test_a_records_own_field_names_are_not_a_label(tmp_path: Path) -> None:
+    # Two alternating 'word word:' starts look like two pdsh hosts; they are the record's field names.
+    for text in (_METADATA_LINES, _prefixed(_METADATA_LINES, "[rank0]:")):
+        a = _analyze(tmp_path, "ckpt.log", text)
+        assert not any("metadata" in p for p in a.sources[0].presentation)
+        assert a.verdict.root_cause_id == "checkpoint-recompute-mismatch"
+
+
+#: CUDA assert lines of two kernels as they interleave on one stderr: the Indexing.cu lines are from
+#: https://github.com/AkariAsai/self-rag/issues/91, the ScatterGatherKernel.cu ones from
+#: https://github.com/OpenBMB/MiniCPM-V/pull/224 (alternated line by line, the 'interleave' transform).
+_TWO_KERNELS = [
+    "../aten/src/ATen/native/cuda/Indexing.cu:1292: indexSelectLargeIndex: block: [654,0,0], thread: [{t},0,0]"
+    " Assertion `srcIndex < srcSelectDimSize` failed.",
+    "../aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [142,0,0], thread: [{t},0,0]"
+    " Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"` failed.",
+]
+
+
+def test_a_source_path_and_line_starting_the_record_is_not_a_label(tmp_path: Path) -> None:
+    lines = [_TWO_KERNELS[i % 2].format(t=120 + i // 2) for i in range(8)]
+    a = _analyze(tmp_path, "asserts.log", "\n".join(lines) + "\n")
+    assert not a.sources[0].presentation
+    assert a.verdict.root_cause_id == "cuda-device-side-assert"
+
+
 def test_hard_wrapped_lines_are_joined_and_point_at_all_their_raw_lines(tmp_path: Path) -> None:
     raw = _log("nccl-timeout-collective-mismatch").read_text(encoding="utf-8")
     wrapped = transforms.apply("wrap80", raw.encode(), transforms.FileInfo("t"))

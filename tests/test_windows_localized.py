@@ -88,3 +88,16 @@ def test_localized_details_labels() -> None:
     assert kind == "windows-event-text"
     assert (events[0].attrs["provider"], events[0].attrs["event_id"], events[0].attrs["level"]) == ("nvlddmkm", 153, 2)
     assert events[0].host == "WS01"
+
+
+def test_an_html_escaped_event_xml_cut_before_its_end_is_read() -> None:
+    # Posted HTML-escaped and cut inside EventData: unescaped in place, salvaged from its System fields.
+    path = Path(__file__).parent / "data" / "health" / "wdd1499-kernel-power-41-escaped.xml"
+    report, events, _ = parse_input(InputFile(path.name, path.read_bytes(), mtime=1.7e9), Options())
+    assert report.kind == "windows-event-xml" and not report.warnings
+    (ev,) = events
+    assert (ev.attrs["provider"], ev.attrs["event_id"], ev.attrs["bugcheck_code"]) == (
+        "Microsoft-Windows-Kernel-Power", 41, "0x1a")
+    assert ev.attrs["xml_cut"] is True and ev.origin.line == 1 and ev.host == "ZenMachine"
+    verdict = analyze([str(path)], Options()).verdict
+    assert verdict.root_cause is None  # 0x1A is a memory-management stop, not the GPU stack's
