@@ -1,0 +1,107 @@
+"""Repeated records of one template, parsed a bounded number of times and counted.
+
+A template is a line's raw bytes with every run of digits masked (numbers, ranks, pids, stamps,
+addresses). A long log repeats a few templates tens of thousands of times (the same c10d warning
+on every rank, a driver line on every step); parsing each occurrence costs Python time and yields
+the same event again. :class:`Templates` decides, before a candidate line is decoded, whether it
+must be parsed:
+
+* the first :data:`FULL` occurrences always are (more than any signature's ``min_count``), and
+  so is the first one in each of :data:`BUCKETS` equal stretches of the file, so a repeated line
+  stays represented near every later anchor a signature's window may look from;
+* a template whose parse ever read a following line, emitted more than one event, a multi-line
+  event, a progress point or a pending record is never skipped (its occurrences differ by what
+  follows them or by the values a detector reads);
+* the others are counted (and their rank read from the raw prefix); the last :data:`TAIL` of them
+  are parsed at the end, so the occurrences just before a failure near the end of a log (a
+  corrected-error storm before the fatal one) are real events inside every window that looks back.
+
+The first event of a template that had skipped occurrences carries the evidence: ``count`` (every
+occurrence in the file), ``first`` / ``last`` (UTC ns of the first and last parsed occurrence),
+``ranks`` (the ranks seen on its lines) and ``first_line`` / ``last_line``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+__all__ = ["BUCKETS", "FULL", "MAX_TEMPLATE_BYTES", "Template", "Templates"]
+
+#: Occurrences of a template always parsed in full (above every signature's ``min_count``).
+FULL = 8
+#: Stretches of the file in each of which a template's first occurrence is parsed in full.
+BUCKETS = 64
+#: Skipped occurrences, the last ones of a template, parsed at the end of the file.
+TAIL = 8
+#: Lines longer than this (or holding a ``\r``) are never treated as a template.
+MAX_TEMPLATE_BYTES = 2048
+#: Distinct templates tracked per file; past this new ones are parsed as before.
+MAX_TEMPLATES = 50_000
+
+_DIGITS = re.compile(rb" *\d+")  # with the padding before it: ``[    5.0]`` and ``[  123.4]`` are one
+#: ``[rank3]:`` (torch), ``host:pid:tid [3]`` (NCCL), ``3:`` (srun --label) at a line's start.
+_RAW_RANK = re.compile(rb"\s*(?:\[rank(\d+)\]|[\w.-]+:\d+:\d+ \[(\d+)\]|(\d+): )")
+
+
+@dataclass(slots=True)
+class Template:
+    """What is known of one template in one file."""
+
+    n: int = 0
+    simple: bool = True
+    buckets: set[int] = field(default_factory=set)
+    first_event: int = -1  # index of its first event in the scan's event list
+    last_event: int = -1
+    skipped: int = 0
+    tail: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=TAIL))  # (offset, line no) skipped
+    last_no: int = 0
+    last_parsed: int = -1  # offset of the last occurrence parsed in full
+    first_no: int = 0
+    ranks: set[int] = field(default_factory=set)
+
+
+class Templates:
+    """The templates of one file's candidate lines (see the module docstring)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self.by_key: dict[bytes, Template] = {}
+        self.skipped = 0
+
+    def lookup(self, data: bytes, start: int, end: int) -> Template | None:
+        """The template of the line ``data[start:end]``; None when the line is not one (too long, a bar)."""
+        if end - start > MAX_TEMPLATE_BYTES or data.find(b"\r", start, end) >= 0:
+            return None
+        raw = data[start:end]
+        key = _DIGITS.sub(b"0", raw)
+        tpl = self.by_key.get(key)
+        if tpl is None:
+            if len(self.by_key) >= MAX_TEMPLATES:
+                return None
+            tpl = self.by_key[key] = Template()
+        return tpl
+
+    def should_skip(self, tpl: Template, data: bytes, start: int, end: int, no: int) -> bool:
+        """Count this occurrence (line ``no``); True when it need not be parsed."""
+        tpl.n += 1
+        bucket = start * BUCKETS // self.size
+        if not tpl.simple or tpl.n <= FULL or bucket not in tpl.buckets:
+            tpl.buckets.add(bucket)
+            return False
+        tpl.skipped += 1
+        self.skipped += 1
+        tpl.tail.append((start, no))
+        tpl.last_no = no
+        m = _RAW_RANK.match(data, start, end)
+        if m is not None:
+            tpl.ranks.add(int(m.group(1) or m.group(2) or m.group(3)))
+        return True
+
+    def pending_tail(self) -> list[tuple[Template, int, int]]:
+        """(template, offset, line no) of the skipped last occurrences to parse at the end, in file order."""
+        out = [(t, start, no) for t in self.by_key.values() if t.simple for start, no in t.tail
+               if start > t.last_parsed]
+        out.sort(key=lambda item: item[1])
+        return out
