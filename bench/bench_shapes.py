@@ -173,7 +173,9 @@ SHAPES: dict[str, Callable[[Path, float], None]] = {"mixed": gen_mixed, "kernel"
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, int]:
     """(wall s, user s, sys s, peak RSS KiB) of one run; ``grep``'s exit 1 (no match) is fine."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # Run outside the checkout: ``python -m`` puts the working directory first on sys.path, which
+    # would shadow ``--code``.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir())
     # Drain the pipes in this thread while the child runs, then reap it with wait4 for its own rusage.
     assert proc.stdout is not None and proc.stderr is not None
     errs: list[bytes] = []
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{'grep cpu':>8s} {'wall':>6s} | {'x grep cpu':>10s} {'wall':>6s}")
         for shape in args.shapes.split(","):
             for size in (float(s) for s in args.sizes.split(",")):
-                log = keep / f"{shape}-{size:g}.log"
+                log = (keep / f"{shape}-{size:g}.log").resolve()
                 if not log.exists():
                     t0 = time.perf_counter()
                     SHAPES[shape](log, size)

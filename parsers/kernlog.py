@@ -288,11 +288,10 @@ def _records_sparse(doc: TextDocument, reader: LineReader, literals: Iterable[by
         nl = data.find(b"\n", start)
         end = size if nl < 0 else nl
         tpl = templates.lookup(data, start, end)
-        no = number(start)
-        if tpl is not None and templates.should_skip(tpl, data, start, end, no):
+        if tpl is not None and templates.should_skip(tpl, data, start, end):
             continue
-        read(start, no, tpl)
-    for tpl, start, no in templates.pending_tail():
+        read(start, number(start), tpl)
+    for tpl, start, no in templates.pending_tail(doc.line_numberer()):
         if tpl.simple:
             read(start, no, tpl)
     out.sort(key=lambda r: r.line.offset)

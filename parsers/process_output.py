@@ -765,7 +765,7 @@ class _Scan:
 
     def close_templates(self, templates: Templates, literals: tuple[bytes, ...]) -> None:
         """Parse each template's skipped last occurrence, then put the counts on its first event."""
-        for tpl, start, no in templates.pending_tail():
+        for tpl, start, no in templates.pending_tail(self.doc.line_numberer()):
             if not tpl.simple:
                 continue
             mark = self.mark()
@@ -849,9 +849,9 @@ def scan(doc: TextDocument, ctx: ParseContext, generic: bool = False) -> Iterato
         nl = data.find(b"\n", start)
         end = size if nl < 0 else nl
         tpl = templates.lookup(data, start, end)
-        no = number(start)
-        if tpl is not None and templates.should_skip(tpl, data, start, end, no):
+        if tpl is not None and templates.should_skip(tpl, data, start, end):
             continue
+        no = number(start)
         mark = state.mark() if tpl is not None else ()
         for line in doc.lines_at(start, no, all_literals):
             if line.no not in state.taken:
