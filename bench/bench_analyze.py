@@ -213,7 +213,8 @@ def _time(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     # Output goes to a pipe, not /dev/null: GNU grep stops at the first match when it sees /dev/null.
-    proc = subprocess.run(cmd, capture_output=True, check=False, env=env)
+    # Outside the checkout: ``python -m`` puts the working directory first on sys.path (it shadowed ``--code``).
+    proc = subprocess.run(cmd, capture_output=True, check=False, env=env, cwd=tempfile.gettempdir())
     if proc.returncode not in (0, 1, 3):
         err = proc.stderr.decode(errors="replace")[-500:]
         sys.exit(f"{cmd[0]} failed ({proc.returncode}): {err}")

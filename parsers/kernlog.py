@@ -37,6 +37,7 @@ from forensics.parsers.kernel_messages import (
     level_severity,
     mark_link_devices,
 )
+from forensics.parsers.templates import Template, Templates
 from forensics.textdoc import Line, TextDocument
 
 __all__ = [
@@ -130,6 +131,7 @@ class KRecord:
     line: Line
     cont: list[str] = field(default_factory=list)
     nlines: int = 1
+    template: Template | None = None  # a repeated one-line record's template (sparse reading)
 
 
 def head_fraction(head: list[str], matches: Callable[[str], bool]) -> float:
@@ -222,35 +224,111 @@ def _property(reader: LineReader, text: str) -> tuple[str, str] | None:
     return fn(text) if fn is not None else None
 
 
+def _record_at(doc: TextDocument, reader: LineReader, hit: Line) -> KRecord | None:
+    """The whole record holding the line ``hit`` (walked back to its head); None for noise."""
+    line: Line | None = hit
+    start = hit
+    steps = 0
+    while line is not None and reader.head(line.text) is None and _is_indented(line.text) and steps < 50:
+        line = _prev_line(doc, line)
+        steps += 1
+        if line is not None:
+            start = line
+    head = reader.head(strip_ansi(start.text))
+    if head is None:
+        if is_noise(start.text):
+            return None
+        head = Head(msg=strip_ansi(start.text).strip())
+    rec = KRecord(head, start)
+    end = start
+    for nxt in doc.lines_from(start):
+        if len(rec.cont) >= MAX_CONTINUATION or not _is_indented(nxt.text) or reader.head(nxt.text) is not None:
+            break
+        rec.cont.append(nxt.text)
+        end = nxt
+    rec.nlines = end.no - start.no + 1
+    return rec
+
+
 def _records_sparse(doc: TextDocument, reader: LineReader, literals: Iterable[bytes]) -> Iterator[KRecord]:
-    """Only the records around lines holding a literal; each extended to its whole record."""
+    """Only the records around lines holding a literal; each extended to its whole record.
+
+    A one-line record repeated with only its numbers changed (a corrected-AER storm, NVRM chatter)
+    is read a bounded number of times (``templates``); the first record of such a template carries
+    the counts (:func:`_repeat_attrs`)."""
+    if not any(lit for lit in literals):
+        return
+    data = doc.data
+    size = len(data)
+    templates = Templates(size)
+    number = doc.line_numberer()
+    out: list[KRecord] = []
     last_end = -1
-    for hit in doc.candidate_lines(literals):
-        if hit.offset <= last_end:
-            continue  # inside the record just emitted
-        line: Line | None = hit
-        start = hit
-        steps = 0
-        while line is not None and reader.head(line.text) is None and _is_indented(line.text) and steps < 50:
-            line = _prev_line(doc, line)
-            steps += 1
-            if line is not None:
-                start = line
-        head = reader.head(strip_ansi(start.text))
-        if head is None:
-            if is_noise(start.text):
-                continue
-            head = Head(msg=strip_ansi(start.text).strip())
-        rec = KRecord(head, start)
-        end = start
-        for nxt in doc.lines_from(start):
-            if len(rec.cont) >= MAX_CONTINUATION or not _is_indented(nxt.text) or reader.head(nxt.text) is not None:
-                break
-            rec.cont.append(nxt.text)
-            end = nxt
-        rec.nlines = end.no - start.no + 1
-        last_end = end.offset
-        yield rec
+
+    def read(start: int, no: int, tpl: Template | None) -> None:
+        nonlocal last_end
+        nl = data.find(b"\n", start)
+        line = Line(no, start, doc._decode(start, size if nl < 0 else nl))
+        rec = _record_at(doc, reader, line)
+        if rec is None:
+            return
+        if tpl is not None:
+            if rec.line.offset != start or rec.nlines != 1:
+                tpl.simple = False
+            else:
+                tpl.last_parsed = start
+                rec.template = tpl
+        if rec.line.offset > last_end or tpl is None or rec.template is tpl:
+            out.append(rec)
+        last_end = max(last_end, _record_end(doc, rec))
+
+    for start in doc.candidate_starts(literals):
+        if start <= last_end:
+            continue  # inside the record just read
+        nl = data.find(b"\n", start)
+        end = size if nl < 0 else nl
+        tpl = templates.lookup(data, start, end)
+        if tpl is not None and templates.should_skip(tpl, data, start, end):
+            continue
+        read(start, number(start), tpl)
+    for tpl, start, no in templates.pending_tail(doc.line_numberer()):
+        if tpl.simple:
+            read(start, no, tpl)
+    out.sort(key=lambda r: r.line.offset)
+    yield from out
+
+
+def _record_end(doc: TextDocument, rec: KRecord) -> int:
+    """Offset of the last line of ``rec``."""
+    pos = rec.line.offset
+    for _ in range(rec.nlines - 1):
+        nl = doc.data.find(b"\n", pos)
+        if nl < 0:
+            break
+        pos = nl + 1
+    return pos
+
+
+def _repeat_attrs(pairs: list[tuple[Event, KRecord]]) -> list[tuple[Event, KRecord]]:
+    """The counts of each repeated template on its first event: ``count``, ``first``/``last`` (ns),
+    ``first_line``/``last_line``."""
+    groups: dict[int, list[int]] = {}
+    for i, (_, rec) in enumerate(pairs):
+        if rec.template is not None and rec.template.skipped:
+            groups.setdefault(id(rec.template), []).append(i)
+    for idx in groups.values():
+        first, last = pairs[idx[0]], pairs[idx[-1]]
+        tpl = first[1].template
+        assert tpl is not None
+        ev = first[0]
+        add = {"count": tpl.n, "first": ev.ts, "last": last[0].ts, "first_line": ev.origin.line,
+               "last_line": max(tpl.last_no, last[0].origin.line)}
+        attrs = dict(ev.attrs)
+        for k, v in add.items():
+            if v is not None:
+                attrs["repeat_" + k if k in ev.attrs else k] = v
+        pairs[idx[0]] = (replace(ev, attrs=attrs), first[1])
+    return pairs
 
 
 def iter_records(doc: TextDocument, ctx: ParseContext, reader: LineReader, *, bare: bool = False) -> Iterator[KRecord]:
@@ -375,7 +453,7 @@ class KernelLogParser:
         bare = self._bare(doc) if self._bare is not None else False
         from forensics.parsers.user_space import hand_over
 
-        pairs = [(build_event(rec, ctx), rec) for rec in iter_records(doc, ctx, reader, bare=bare)]
+        pairs = _repeat_attrs([(build_event(rec, ctx), rec) for rec in iter_records(doc, ctx, reader, bare=bare)])
         if any(rec.head.wall is not None for _, rec in pairs):
             events = resolve_walls(pairs, ctx, getattr(reader, "first_year", None))
         else:

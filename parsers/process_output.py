@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -58,6 +59,7 @@ from forensics.parsers.stream_text import (
     srun_labelled,
     timestamp,
 )
+from forensics.parsers.templates import Template, Templates
 from forensics.textdoc import Line, TextDocument
 
 __all__ = [
@@ -102,8 +104,14 @@ PROGRESS_LITERALS: tuple[bytes, ...] = BAR_LITERALS + (
     b"/step", b"Loss", b"loss:", b"loss=", b"loss scale", b"skipped=", b" loss ",
 )
 #: What makes a progress line an anomaly worth keeping whatever the sampling (NaN/inf, loss 0.0, overflow).
-ANOMALY_LITERALS: tuple[bytes, ...] = (b" nan", b"=nan", b" NaN", b" inf", b"=inf", b"-inf", b"'loss': 0.0,",
-                                       b"loss=0.0,", b"loss 0.0 ", b"loss: 0.0 ", b"OVERFLOW")
+#: (``nan`` after a separator, not `` nan`` alone: Megatron prints ``number of nan iterations:   0`` on every
+#: iteration line, which made each of them a line to read.)
+ANOMALY_LITERALS: tuple[bytes, ...] = (b": nan", b" nan,", b" nan}", b" nan)", b" nan]", b" nan|",
+                                       b" nan\n", b" nan\r", b"loss nan", b"=nan", b" NaN", b" inf", b"=inf", b"-inf",
+                                       b"'loss': 0.0,", b"loss=0.0,", b"loss 0.0 ", b"loss: 0.0 ", b"OVERFLOW",
+                                       # Megatron's ``number of nan iterations: {:3d}`` when it is not 0
+                                       *(b"nan iterations:" + pad + str(d).encode() for pad in (b"   ", b"  ", b" ")
+                                         for d in range(1, 10)))
 _NOTABLE_GENERIC = (b"Error", b"ERROR", b"error:", b"Traceback", b"FATAL", b"Fatal", b"Killed", b"panic")
 
 _WARNING = re.compile(r"^(?:(?P<path>.+?):(?P<line>\d+): )?(?P<cat>[A-Z]\w*Warning): ?(?P<msg>.*)$")
@@ -122,6 +130,9 @@ _MAX_BAR_SAMPLES = 8
 _LONG_BAR = 64
 # Anything that makes a progress line worth a closer look: a glued record, an anomaly, escapes.
 _RAW_ODD = re.compile("|".join(re.escape(h) for h in (*START_HINTS, *_ANOMALY_HINTS, "\x1b", "^M")).encode())
+#: Megatron's counters when they are 0 (``number of nan iterations:   0 |``): not an anomaly.
+_ZERO_ITERS = re.compile(r"number of (?:nan|skipped) iterations:\s*0\b")
+_ZERO_ITERS_RAW = re.compile(_ZERO_ITERS.pattern.encode())
 _SIGNAL_WORDS = ("Killed", "fault", "Aborted", "Bus error", "exception", "instruction")
 #: Lines each signature anchor may contribute on its own (an anchor that is chatter in this log stops there).
 NOTABLE_LINES = 1000
@@ -250,10 +261,14 @@ class _Scan:
         nl = data.find(b"\n", start)
         end = len(data) if nl < 0 else nl
         seg = data.rfind(b"\r", start, end - 1) + 1 or start
-        if not (data.startswith(b"{'", seg) or data.find(b"it/s]", seg, end) >= 0
+        iteration = data.find(b" iteration ", seg, end) >= 0 and data.find(b"per iteration", seg, end) >= 0
+        if not (iteration or data.startswith(b"{'", seg) or data.find(b"it/s]", seg, end) >= 0
                 or data.find(b"s/it]", seg, end) >= 0):
             return False
-        if _RAW_ODD.search(data, seg + 1, end):
+        if iteration:  # a Megatron line names its nan/skipped counters: only a non-zero one is odd
+            if _RAW_ODD.search(_ZERO_ITERS_RAW.sub(b"", data[seg + 1:end])):
+                return False
+        elif _RAW_ODD.search(data, seg + 1, end):
             return False
         thinner.seen = seq + 1
         self.last_progress = (seq, (start, seg))
@@ -287,7 +302,8 @@ class _Scan:
             return False
         seq = self.thinner.next_seq()
         wanted = self.thinner.wanted(seq)
-        if not wanted and not any(h in t for h in _ANOMALY_HINTS):
+        probe = _ZERO_ITERS.sub("", t) if "iterations:" in t else t
+        if not wanted and not any(h in probe for h in _ANOMALY_HINTS):
             self.last_progress = (seq, (line, body))
             return True
         attrs = progress.parse_progress(t)
@@ -729,6 +745,62 @@ class _Scan:
         self.emit(line, "nccl", message, Severity.ERROR if error else Severity.INFO, body, attrs=attrs)
         return True
 
+    # -- templates ------------------------------------------------------------------------------
+    def mark(self) -> tuple[Any, ...]:
+        """The state a template's parse is judged against (see :meth:`note_template`)."""
+        return (self._n, len(self.taken), len(self.events), self.thinner.seen, self.last_progress,
+                self.pending_assert)
+
+    def note_template(self, tpl: Template, mark: tuple[Any, ...], start: int, no: int) -> None:
+        """After a template's occurrence was parsed in full: is it still one that can be counted?"""
+        n0, taken0, events0, seen0, progress0, pending0 = mark
+        emitted = self._n - n0
+        if (emitted > 1 or len(self.events) - events0 != emitted or len(self.taken) != taken0
+                or self.thinner.seen != seen0 or self.last_progress is not progress0
+                or self.pending_assert is not pending0):
+            tpl.simple = False
+            return
+        tpl.last_parsed = start
+        if not tpl.first_no:
+            tpl.first_no = no
+        if emitted:
+            ev = self.events[-1][2]
+            if ev.origin.nlines != 1 or ev.kind == "progress":
+                tpl.simple = False
+                return
+            if tpl.first_event < 0:
+                tpl.first_event = len(self.events) - 1
+            tpl.last_event = len(self.events) - 1
+            if ev.rank is not None:
+                tpl.ranks.add(ev.rank)
+
+    def close_templates(self, templates: Templates, literals: tuple[bytes, ...]) -> None:
+        """Parse each template's skipped last occurrence, then put the counts on its first event."""
+        for tpl, start, no in templates.pending_tail(self.doc.line_numberer()):
+            if not tpl.simple:
+                continue
+            mark = self.mark()
+            for line in self.doc.lines_at(start, no, literals):
+                if line.no not in self.taken:
+                    self.line(line)
+            self.note_template(tpl, mark, start, no)
+        for tpl in templates.by_key.values():
+            if not tpl.skipped or tpl.first_event < 0:
+                continue
+            off, n, ev = self.events[tpl.first_event]
+            last = self.events[tpl.last_event][2]
+            attrs = dict(ev.attrs)
+            evidence: dict[str, Any] = {"count": tpl.n, "first": ev.ts, "last": last.ts,
+                                        "first_line": tpl.first_no, "last_line": max(tpl.last_no, last.origin.line),
+                                        "ranks": sorted(tpl.ranks)}
+            for k, v in evidence.items():
+                if v is not None and v != []:
+                    attrs["repeat_" + k if k in ev.attrs else k] = v
+            new = replace(ev, attrs=MappingProxyType(attrs))
+            if id(ev) in self.yearless:
+                self.yearless[id(new)] = self.yearless.pop(id(ev))
+            self.events[tpl.first_event] = (off, n, new)
+
     # -- end ------------------------------------------------------------------------------------
     def finish(self) -> list[Event]:
         self.flush_assert()
@@ -782,12 +854,24 @@ def scan(doc: TextDocument, ctx: ParseContext, generic: bool = False) -> Iterato
     number = doc.line_numberer()
     data = doc.data
     skip = state.skippable_progress
+    templates = Templates(len(data))
+    size = len(data)
     for start in starts:
         if skip(data, start):
             continue
-        for line in doc.lines_at(start, number(start), all_literals):
+        nl = data.find(b"\n", start)
+        end = size if nl < 0 else nl
+        tpl = templates.lookup(data, start, end)
+        if tpl is not None and templates.should_skip(tpl, data, start, end):
+            continue
+        no = number(start)
+        mark = state.mark() if tpl is not None else ()
+        for line in doc.lines_at(start, no, all_literals):
             if line.no not in state.taken:
                 state.line(line)
+        if tpl is not None:
+            state.note_template(tpl, mark, start, no)
+    state.close_templates(templates, all_literals)
     yield from state.finish()
 
 

@@ -1,0 +1,115 @@
+"""Repeated records of one template, parsed a bounded number of times and counted.
+
+A template is a line's raw bytes with every run of digits masked (numbers, ranks, pids, stamps,
+addresses) and its spaces (padding) dropped. A long log repeats a few templates tens of thousands
+of times (the same c10d warning on every rank, a driver line on every step); parsing each occurrence
+costs Python time and yields the same event again. :class:`Templates` decides, before a candidate
+line is decoded, whether it must be parsed:
+
+* the first :data:`FULL` occurrences always are (more than any signature's ``min_count``), and
+  so is the first one in each of :data:`BUCKETS` equal stretches of the file, so a repeated line
+  stays represented near every later anchor a signature's window may look from;
+* a template whose parse ever read a following line, emitted more than one event, a multi-line
+  event, a progress point or a pending record is never skipped (its occurrences differ by what
+  follows them or by the values a detector reads);
+* the others are counted (and their rank read from the raw prefix); the last :data:`TAIL` of them
+  are parsed at the end, so the occurrences just before a failure near the end of a log (a
+  corrected-error storm before the fatal one) are real events inside every window that looks back.
+
+The first event of a template that had skipped occurrences carries the evidence: ``count`` (every
+occurrence in the file), ``first`` / ``last`` (UTC ns of the first and last parsed occurrence),
+``ranks`` (the ranks seen on its lines) and ``first_line`` / ``last_line``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = ["BUCKETS", "FULL", "MAX_TEMPLATE_BYTES", "Template", "Templates"]
+
+#: Occurrences of a template always parsed in full (above every signature's ``min_count``).
+FULL = 8
+#: Stretches of the file in each of which a template's first occurrence is parsed in full.
+BUCKETS = 64
+#: Skipped occurrences, the last ones of a template, parsed at the end of the file.
+TAIL = 8
+#: Lines longer than this (or holding a ``\r``) are never treated as a template.
+MAX_TEMPLATE_BYTES = 2048
+#: Distinct templates tracked per file; past this new ones are parsed as before.
+MAX_TEMPLATES = 50_000
+
+#: Digits to ``0`` (then runs of ``0`` folded to one) and spaces dropped, in C: ``[    5.0]`` and
+#: ``[  123.4]``, rank 3 and rank 12, are one template. (A ``re.sub`` of ``\d+`` cost 5x more per line.)
+_TO_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
+#: ``[rank3]:`` (torch), ``host:pid:tid [3]`` (NCCL), ``3:`` (srun --label) at a line's start.
+_RAW_RANK = re.compile(rb"\s*(?:\[rank(\d+)\]|[\w.-]+:\d+:\d+ \[(\d+)\]|(\d+): )")
+
+
+@dataclass(slots=True)
+class Template:
+    """What is known of one template in one file."""
+
+    n: int = 0
+    simple: bool = True
+    buckets: set[int] = field(default_factory=set)
+    first_event: int = -1  # index of its first event in the scan's event list
+    last_event: int = -1
+    skipped: int = 0
+    tail: deque[int] = field(default_factory=lambda: deque(maxlen=TAIL))  # offsets of the last skipped ones
+    last_no: int = 0
+    last_parsed: int = -1  # offset of the last occurrence parsed in full
+    first_no: int = 0
+    ranks: set[int] = field(default_factory=set)
+
+
+class Templates:
+    """The templates of one file's candidate lines (see the module docstring)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self.by_key: dict[bytes, Template] = {}
+        self.skipped = 0
+
+    def lookup(self, data: bytes, start: int, end: int) -> Template | None:
+        """The template of the line ``data[start:end]``; None when the line is not one (too long, a bar)."""
+        if end - start > MAX_TEMPLATE_BYTES or data.find(b"\r", start, end) >= 0:
+            return None
+        key = data[start:end].translate(_TO_ZERO, b" ").replace(b"000", b"0").replace(b"00", b"0")
+        while b"00" in key:
+            key = key.replace(b"00", b"0")
+        tpl = self.by_key.get(key)
+        if tpl is None:
+            if len(self.by_key) >= MAX_TEMPLATES:
+                return None
+            tpl = self.by_key[key] = Template()
+        return tpl
+
+    def should_skip(self, tpl: Template, data: bytes, start: int, end: int) -> bool:
+        """Count this occurrence; True when it need not be parsed (its line number is not even counted)."""
+        tpl.n += 1
+        bucket = start * BUCKETS // self.size
+        if not tpl.simple or tpl.n <= FULL or bucket not in tpl.buckets:
+            tpl.buckets.add(bucket)
+            return False
+        tpl.skipped += 1
+        self.skipped += 1
+        tpl.tail.append(start)
+        m = _RAW_RANK.match(data, start, end)
+        if m is not None:
+            tpl.ranks.add(int(m.group(1) or m.group(2) or m.group(3)))
+        return True
+
+    def pending_tail(self, number: Callable[[int], int]) -> list[tuple[Template, int, int]]:
+        """(template, offset, line no) of the skipped last occurrences to parse at the end, in file order;
+        ``number`` is a fresh :meth:`~forensics.textdoc.TextDocument.line_numberer` (called in order)."""
+        found = sorted(((start, t) for t in self.by_key.values() if t.simple for start in t.tail
+                        if start > t.last_parsed), key=lambda item: item[0])
+        out = []
+        for start, t in found:
+            no = number(start)
+            t.last_no = max(t.last_no, no)
+            out.append((t, start, no))
+        return out
