@@ -116,7 +116,7 @@ _FAILURES = f"""
 WITH root AS (
     SELECT i.verdict AS signature, i.input_id, i.host, i.start_time,
            f.serial, f.uuid, f.pci, f.gpu_index, f.host AS fhost
-    FROM inputs i LEFT JOIN findings f ON f.input_id = i.input_id AND f.role = 'root-cause'
+    FROM inputs i LEFT JOIN findings f ON f.input_id = i.input_id AND f.role IN ('root-cause', 'consequence')
     WHERE i.verdict IS NOT NULL
 ), gpu AS (
     SELECT signature, {GPU_KEY.replace('host ||', 'fhost ||')} AS gpu, input_id, start_time FROM root
