@@ -144,7 +144,7 @@ SELECT {GPU_KEY} AS gpu, string_agg(DISTINCT host, ', ') AS hosts, string_agg(DI
        any_value(uuid) AS uuid, count(DISTINCT input_id) AS inputs,
        string_agg(DISTINCT signature, ', ' ORDER BY signature) AS signatures,
        strftime(min(first_time), '%Y-%m-%d') AS first_day, strftime(max(first_time), '%Y-%m-%d') AS last_day,
-       bool_or(category = 'hardware') AS hardware
+       bool_or(category IN ('hardware', 'driver')) AS hardware
 FROM findings
 WHERE role IN ('root-cause', 'consequence') AND (serial IS NOT NULL OR uuid IS NOT NULL OR pci IS NOT NULL)
 GROUP BY 1 HAVING count(DISTINCT input_id) >= 2
@@ -170,8 +170,8 @@ def summary_sections(con: Any, limit: int = 15) -> list[tuple[str, list[str], li
     """(title, column names, rows) for each part of the summary, each computed with SQL over the tables."""
     out: list[tuple[str, list[str], list[tuple[Any, ...]]]] = []
     for title, sql in (("Failures: which nodes share the same root cause", _FAILURES),
-                       ("GPUs that keep coming back (root cause or consequence in 2+ inputs; hardware first)",
-                        _REPEATED_GPUS),
+                       ("GPUs that keep coming back (root cause or consequence in 2+ inputs; "
+                        "hardware and driver findings first)", _REPEATED_GPUS),
                        ("Failure mix per day", _PER_DAY),
                        ("Inputs that could not be analysed", _ERRORS)):
         cur = con.execute(sql)
