@@ -129,3 +129,12 @@ def test_fleet_missing_path_is_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     rc = main(["fleet", str(tmp_path / "nope"), "-o", str(tmp_path / "x.duckdb")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err == [f"forensics: no such file or directory: {tmp_path / 'nope'}"]
+
+
+def test_cli_imports_without_dask_or_duckdb() -> None:
+    import subprocess
+
+    code = "import sys, forensics.cli; forensics.cli.build_parser(); print(' '.join(sys.modules))"
+    mods = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              check=True).stdout.split())
+    assert not {"dask", "distributed", "duckdb"} & mods
