@@ -138,3 +138,21 @@ def test_cli_imports_without_dask_or_duckdb() -> None:
     mods = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               check=True).stdout.split())
     assert not {"dask", "distributed", "duckdb"} & mods
+
+
+def test_fleet_on_a_named_scheduler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--scheduler: the command submits to a cluster it did not start (here one started by the test)."""
+    import logging
+
+    import distributed
+
+    placed = replay_fleet(SAMPLES, tmp_path / "f", 6, seed=5, hosts=2)
+    db = tmp_path / "s.duckdb"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster:
+        rc = main(["fleet", str(tmp_path / "f"), "--scheduler", cluster.scheduler_address, "-o", str(db), "--quiet"])
+        assert cluster.scheduler_address in capsys.readouterr().out
+    assert rc == 0
+    con = duckdb.connect(str(db), read_only=True)
+    got = dict(con.execute("SELECT path, coalesce(verdict, 'none') FROM inputs").fetchall())
+    assert got == {p.path: _expected(p.sample) or "none" for p in placed}
