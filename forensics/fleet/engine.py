@@ -26,12 +26,15 @@ INSTALL_HINT = "forensics fleet needs Dask and DuckDB: pip install 'gpu-forensic
 
 def require() -> None:
     """Raise :class:`UsageError` with the install line when the fleet extra is missing."""
-    try:
-        import dask.bag  # noqa: F401
-        import distributed  # noqa: F401
-        import duckdb  # noqa: F401
-    except ImportError as exc:
-        raise UsageError(f"{INSTALL_HINT} ({exc.name or exc} is not installed)") from None
+    from importlib.util import find_spec
+
+    for name in ("dask", "distributed", "duckdb"):  # found, not imported: the import happens where used
+        try:
+            found = find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise UsageError(f"{INSTALL_HINT} ({name} is not installed)")
 
 
 @dataclass
@@ -54,6 +57,10 @@ def _client(scheduler: str | None, workers: int) -> Iterator[Any]:
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
         try:
+            try:
+                client.wait_for_workers(1, timeout=60)
+            except TimeoutError:
+                raise UsageError(f"the Dask scheduler at {scheduler} has no workers (waited 60 s)") from None
             yield client
         finally:
             client.close()
