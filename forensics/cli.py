@@ -335,6 +335,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_commands(sub, _add_analysis_flags, _analysis_options)
 
+    from forensics.fleet.cli import add_command as add_fleet
+
+    add_fleet(sub)
+
     ev = sub.add_parser("eval", help="score the analyzer on a folder of labelled cases",
                         description="Score the analyzer on a folder of labelled cases: top-1/top-3 accuracy "
                                     "and false alarms.", epilog=EPILOG_EVAL, formatter_class=fmt)
