@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import UTC, date, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from functools import lru_cache
 
 from forensics.events import TsSource
@@ -37,7 +37,6 @@ __all__ = [
     "plausible_ns",
     "month_number",
     "parse_ctime",
-    "parse_fallback",
     "parse_fraction_ns",
     "parse_iso",
     "shift_years",
@@ -256,24 +255,6 @@ def parse_ctime(text: str, tz: tzinfo | None = None) -> tuple[int, TsSource] | N
     return wall_to_ns(int(year), month, int(day), int(hh), int(mi), int(ss), parse_fraction_ns(frac or ""), tz)
 
 
-def parse_fallback(text: str, tz: tzinfo | None = None) -> tuple[int, TsSource] | None:
-    """Any other date string, through ``dateutil`` (slow: for one-off strings, never per line)."""
-    from dateutil import parser as du_parser
-
-    try:
-        dt = du_parser.parse(text, fuzzy=True)
-        source = TsSource.EXACT
-        if dt.tzinfo is None:
-            source = TsSource.LOCAL if tz is None else TsSource.EXACT
-            dt = dt.replace(tzinfo=tz or UTC)
-        micros = (dt.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
-    except (ValueError, OverflowError, TypeError, ArithmeticError, RecursionError):
-        return None
-    ns = plausible_ns(micros * 1000)
-    return None if ns is None else (ns, source)
-
-
-# --------------------------------------------------------------------------------------------
 _HALF_YEAR_DAYS = 183
 
 

@@ -33,15 +33,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from forensics.clock import YEAR_INFERRED, plausible_ns, shift_years
 from forensics.clocksync import ClockOffset, KindOffset, consistent, estimate, sync_key
 from forensics.events import Event, MetricSample, TsSource
 from forensics.identity import IdentityTable, build_identity
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 __all__ = [
     "ClockOffset",
@@ -92,13 +89,6 @@ class Timeline:
         stamps = [e.ts for e in self.events if e.ts is not None]
         stamps += [m.ts for m in self.metrics if m.ts is not None]
         return (min(stamps), max(stamps)) if stamps else None
-
-    def metrics_frame(self) -> pd.DataFrame:
-        """The metric samples as one long table: ts, host, gpu, then one column per field."""
-        import pandas as pd
-
-        rows = [{"ts": m.ts, "host": m.host, "gpu": m.gpu, "source": m.source, **m.values} for m in self.metrics]
-        return pd.DataFrame(rows)
 
 
 def _plausible(e: Event) -> Event:

@@ -16,7 +16,6 @@ from forensics.clock import (
     epoch_ns,
     month_number,
     parse_ctime,
-    parse_fallback,
     parse_fraction_ns,
     parse_iso,
     shift_years,
@@ -221,13 +220,6 @@ def test_empty_clock() -> None:
     assert YearlessClock(2024).resolve() == []
 
 
-# -- dateutil fallback ---------------------------------------------------------------------------
-def test_fallback_reads_one_off_shapes() -> None:
-    assert parse_fallback("Fri 2024-07-19 10:00:01 UTC") == (ns(2024, 7, 19, 10, 0, 1), TsSource.EXACT)
-    assert parse_fallback("19 July 2024 10:00") == (ns(2024, 7, 19, 10, 0), TsSource.LOCAL)
-    assert parse_fallback("not a date at all") is None
-
-
 # -- nothing raises ------------------------------------------------------------------------------
 @settings(max_examples=300)
 @given(st.text(max_size=80))
@@ -240,11 +232,6 @@ def test_parsers_of_time_never_raise(text: str) -> None:
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.text(max_size=40))
-def test_fallback_never_raises(text: str) -> None:
-    parse_fallback(text)
-
-
 @given(st.lists(st.tuples(st.integers(1, 12), st.integers(1, 31), st.integers(0, 23), st.integers(0, 59),
                           st.integers(0, 59)), max_size=30),
        st.one_of(st.none(), st.integers(1971, 2100)))
