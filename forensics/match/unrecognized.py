@@ -88,9 +88,13 @@ def _driver_item(e: Event) -> _Item | None:
             and (e.attrs.get("level") in (1, 2) or e.severity >= Severity.ERROR):
         return _Item(e, f"the NVIDIA driver logged error event {e.attrs.get('event_id', '?')}", "driver")
     if e.kind == "bugcheck":
-        return _Item(e, f"Windows stopped with bugcheck {e.attrs.get('code', '?')}", "driver")
+        return _Item(e, f"Windows stopped with bugcheck {e.attrs.get('code', '?')}", "os")
+    code = e.attrs.get("bugcheck_code")  # Kernel-Power 41 after a blue screen (0 = power loss, not a stop)
+    if e.kind == "winevent" and e.attrs.get("event_id") == 41 and isinstance(code, str) \
+            and code not in ("0x0", "0x00000000") and "kernel-power" in str(e.attrs.get("provider", "")).lower():
+        return _Item(e, f"Windows stopped with bugcheck {code} and rebooted (Kernel-Power 41)", "os")
     if e.kind == "kernel" and e.attrs.get("crash"):
-        return _Item(e, "the kernel crashed (oops / panic)", "driver")
+        return _Item(e, "the kernel crashed (oops / panic)", "os")
     return None
 
 
@@ -121,17 +125,18 @@ def _item(e: Event) -> _Item | None:
 
 
 #: Groups by how decisive they are for the summary; the evidence keeps this order too.
-_ORDER = ("exit", "interrupted", "exception", "cuda", "driver", "launcher", "stack")
+_ORDER = ("exit", "interrupted", "exception", "cuda", "driver", "os", "launcher", "stack")
 _TITLES = {
     "exit": "The run failed, and no known failure signature explains it",
     "interrupted": "The recording was interrupted, and no known failure signature explains it",
     "exception": "An uncaught exception that no known signature describes",
     "cuda": "A CUDA error that no known signature describes",
     "driver": "A GPU driver error that no known signature describes",
+    "os": "The operating system crashed, and no known signature describes why",
     "launcher": "A worker process failed, and no known signature describes why",
     "stack": "A stack dump of a stuck process, with no known pattern in it",
 }
-_CATEGORY = {"driver": "driver", "interrupted": "platform"}
+_CATEGORY = {"driver": "driver", "os": "platform", "interrupted": "platform"}
 
 
 def failure_evidence(events: Sequence[Event]) -> list[_Item]:
