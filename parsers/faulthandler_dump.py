@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from forensics.parsers.hang_stack import Dump, Frame, StackThread, label_rank
-from forensics.parsers.py_spy import Lines
+from forensics.parsers.py_spy import Lines, next_line
 
 __all__ = ["detect", "is_header", "read"]
 
@@ -51,13 +51,10 @@ def read(first: str, lines: Lines, before: list[str]) -> Dump:
             dump.rank, dump.rank_source = rank, "label"
         break
     while len(dump.lines) < 4000:
-        text = lines.peek_text()
-        if text is None:
+        following = next_line(lines)
+        if following is None:
             break
-        s = text.strip()[:4000]  # a pathological line is cut, not scanned whole
-        if not s:
-            lines.take()
-            continue
+        s = following
         t = THREAD.match(s)
         if t:
             lines.take()

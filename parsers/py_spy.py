@@ -33,6 +33,17 @@ class Lines(Protocol):
     def take(self) -> object: ...
 
 
+def next_line(lines: Lines) -> str | None:
+    """The next non-blank line's text, stripped and cut at 4,000 characters (a pathological line is
+    never scanned whole), without consuming it; blank lines before it are consumed. ``None`` at the end."""
+    while (text := lines.peek_text()) is not None:
+        s = text.strip()[:4000]
+        if s:
+            return s
+        lines.take()
+    return None
+
+
 def is_thread(text: str) -> bool:
     return THREAD.match(text) is not None
 
@@ -80,13 +91,9 @@ def read(first: str, lines: Lines, before: list[str]) -> Dump:
         current = _thread(m)
         dump.threads.append(current)
     while len(dump.lines) < 4000:
-        text = lines.peek_text()
-        if text is None:
+        s = next_line(lines)
+        if s is None:
             break
-        s = text.strip()[:4000]  # a pathological line is cut, not scanned whole
-        if not s:
-            lines.take()
-            continue
         t = THREAD.match(s)
         if t:
             lines.take()
