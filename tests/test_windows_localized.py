@@ -100,4 +100,6 @@ def test_an_html_escaped_event_xml_cut_before_its_end_is_read() -> None:
         "Microsoft-Windows-Kernel-Power", 41, "0x1a")
     assert ev.attrs["xml_cut"] is True and ev.origin.line == 1 and ev.host == "ZenMachine"
     verdict = analyze([str(path)], Options()).verdict
-    assert verdict.root_cause is None  # 0x1A is a memory-management stop, not the GPU stack's
+    # 0x1A is a memory-management stop, not the GPU stack's: an OS crash no signature names
+    assert verdict.root_cause is not None and verdict.root_cause.signature == "unrecognized-failure"
+    assert "bugcheck 0x1a" in verdict.summary
