@@ -150,3 +150,20 @@ def test_one_gpu_named_in_several_bus_id_spellings_is_one_gpu() -> None:
     topo = read_topology([_topo_event("0", "1", "PHB"), lspci], samples)
     assert [g.gpu for g in topo.gpus] == ["0000:01:00.0", "0000:0c:00.0"]
     assert topo.gpus[1].attachment == "chipset" and topo.gpus[1].sources == ["lspci", "nvml"]
+
+
+def test_the_post_mortem_reports_state_the_chipset_attached_gpu() -> None:
+    from forensics.analysis import analyze, bundle_facts
+    from forensics.postmortem.html_report import render_html
+    from forensics.postmortem.markdown import render_markdown
+    from forensics.postmortem.model import build_report
+
+    paths = _report1()
+    analysis = analyze(paths)
+    data = build_report(analysis, bundle_facts(paths))
+    md, page = render_markdown(analysis, data), render_html(analysis, data)
+    assert "**PCIe attachment**" in md and "behind the chipset (x4 link while GPU 0 runs x16" in md
+    assert "<h3>PCIe attachment</h3>" in page and "behind the chipset" in page
+    nvlink = [str(RECORDED / "silent-stall-2gpu" / "bundle")]  # two x16 GPUs on NVLink: nothing to say
+    plain = analyze(nvlink)
+    assert "PCIe attachment" not in render_markdown(plain, build_report(plain, bundle_facts(nvlink)))

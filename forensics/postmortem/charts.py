@@ -82,3 +82,13 @@ def p2p_cells(p2p: dict[str, list[list[str]]]) -> tuple[list[str], list[list[str
             row.append("X" if i == j else " / ".join(_P2P_SHORT.get(v, v) for v in vals))
         cells.append(row)
     return kinds, cells
+
+
+def attachment_facts(analysis: Analysis) -> list[str]:
+    """The PCIe topology facts (forensics/topology.py) when a GPU sits behind the chipset or a switch:
+    the line of the hardware table a user wrote by hand in report 1 ("the second GPU is in a chipset x4
+    slot"). Empty when every GPU is on CPU lanes or nothing is known."""
+    topo = analysis.topology
+    if not any(g.attachment in ("chipset", "switch") for g in topo.gpus):
+        return []
+    return topo.facts()

@@ -7,7 +7,7 @@ import math
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from forensics.postmortem.charts import chart_window, marks, p2p_cells, series
+from forensics.postmortem.charts import attachment_facts, chart_window, marks, p2p_cells, series
 from forensics.postmortem.metrics import GPU_COLUMNS, gpu_frame
 from forensics.secrets import redact_text
 
@@ -161,7 +161,9 @@ def render_html(analysis: Analysis, data: dict[str, Any]) -> str:
     if v.ruled_out:
         parts += ["<h2>Considered and ruled out</h2>",
                   _table(["signature", "why not"], [[f"<code>{escape(s)}</code>", _e(why)] for s, why in v.ruled_out])]
-    parts += _run(data) + _hardware(data) + _software(data) + _metrics(analysis, data)
+    facts = attachment_facts(analysis)
+    attached = ["<h3>PCIe attachment</h3><ul>" + "".join(f"<li>{_e(x)}</li>" for x in facts) + "</ul>"] if facts else []
+    parts += _run(data) + _hardware(data) + attached + _software(data) + _metrics(analysis, data)
     if f is not None and f.references:
         parts += ["<h2>References</h2>", "<ul>" + "".join(f"<li>{_link(r)}</li>" for r in f.references[:6]) + "</ul>"]
     srcs = data.get("sources", [])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from forensics.postmortem.charts import chart_window, marks, p2p_cells, series
+from forensics.postmortem.charts import attachment_facts, chart_window, marks, p2p_cells, series
 from forensics.postmortem.metrics import gpu_frame, sparkline
 from forensics.secrets import redact_text
 
@@ -147,6 +147,9 @@ def _render(analysis: Analysis, data: dict[str, Any], raw_lines: int, packages: 
         out += table(["signature", "why not"], [[_Raw(code(s)), why] for s, why in v.ruled_out])
     out += _run(data)
     out += _hardware(data, topology)
+    if facts := attachment_facts(analysis):
+        out += ["**PCIe attachment** (from the link widths and the topology matrix):", "",
+                *[f"- {cell(x)}" for x in facts], ""]
     out += _software(data, packages)
     out += _metrics(analysis, data)
     if f is not None and f.references:
