@@ -92,3 +92,19 @@ def attachment_facts(analysis: Analysis) -> list[str]:
     if not any(g.attachment in ("chipset", "switch") for g in topo.gpus):
         return []
     return topo.facts()
+
+
+def pace_parts(progress: dict[str, object] | None) -> list[str]:
+    """The training pace a report states (median rate, median step time, last step), as plain text
+    parts; empty when the progress lines gave neither a rate nor a step time."""
+    if not progress or not (progress.get("rate") or progress.get("step_s")):
+        return []
+    parts = []
+    rate, step_s, last = progress.get("rate"), progress.get("step_s"), progress.get("last_step")
+    if isinstance(rate, int | float) and rate:
+        parts.append(f"median {rate:,.1f} {progress.get('rate_unit')}")
+    if isinstance(step_s, int | float) and step_s:
+        parts.append(f"median step {step_s * 1000:,.1f} ms")
+    if last is not None:
+        parts.append(f"last step {last}")
+    return parts

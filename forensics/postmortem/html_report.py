@@ -7,7 +7,7 @@ import math
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from forensics.postmortem.charts import attachment_facts, chart_window, marks, p2p_cells, series
+from forensics.postmortem.charts import attachment_facts, chart_window, marks, p2p_cells, pace_parts, series
 from forensics.postmortem.metrics import GPU_COLUMNS, gpu_frame
 from forensics.secrets import redact_text
 
@@ -347,14 +347,6 @@ def _metrics(analysis: Analysis, data: dict[str, Any]) -> list[str]:
         if charts:
             host = f" <span class='meta'>{_e(r['host'])} · {_e(r['gpu'])}</span>" if r.get("host") else ""
             out.append(f"<h3>{_e(r['label'])}{host}</h3><div class='gpu-charts'>" + "".join(charts) + "</div>")
-    prog = data.get("progress")
-    if prog and (prog.get("rate") or prog.get("step_s")):
-        bits = []
-        if prog.get("rate"):
-            bits.append(f"median {prog['rate']:,.1f} {escape(prog['rate_unit'])}")
-        if prog.get("step_s"):
-            bits.append(f"median step {prog['step_s'] * 1000:,.1f} ms")
-        if prog.get("last_step") is not None:
-            bits.append(f"last step {prog['last_step']}")
-        out.append("<p>Training pace (from its own progress lines): " + ", ".join(bits) + ".</p>")
+    if pace := pace_parts(data.get("progress")):
+        out.append("<p>Training pace (from its own progress lines): " + escape(", ".join(pace)) + ".</p>")
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from forensics.postmortem.charts import attachment_facts, chart_window, marks, p2p_cells, series
+from forensics.postmortem.charts import attachment_facts, chart_window, marks, p2p_cells, pace_parts, series
 from forensics.postmortem.metrics import gpu_frame, sparkline
 from forensics.secrets import redact_text
 
@@ -273,16 +273,8 @@ def _metrics(analysis: Analysis, data: dict[str, Any]) -> list[str]:
         lines.append(f"{'':<{label_w}} {(iso(t0) or '')[11:19]}{gap}{(iso(t1) or '')[11:19]}")
         out += fence("\n".join(lines))
         out.append("")
-    prog = data.get("progress")
-    if prog and (prog.get("rate") or prog.get("step_s")):
-        parts = []
-        if prog.get("rate"):
-            parts.append(f"median {prog['rate']:,.1f} {prog['rate_unit']}")
-        if prog.get("step_s"):
-            parts.append(f"median step {prog['step_s'] * 1000:,.1f} ms")
-        if prog.get("last_step") is not None:
-            parts.append(f"last step {prog['last_step']}")
-        out += ["Training pace (from its own progress lines): " + ", ".join(parts) + ".", ""]
+    if pace := pace_parts(data.get("progress")):
+        out += ["Training pace (from its own progress lines): " + ", ".join(pace) + ".", ""]
     return out
 
 
