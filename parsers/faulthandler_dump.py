@@ -38,23 +38,19 @@ def read(first: str, lines: Lines, before: list[str]) -> Dump:
         current = _thread(THREAD.match(first))
         dump.threads.append(current)
     for prev in reversed(before[-3:]):
-        s = prev.strip()
-        if not s:
+        above = prev.strip()
+        if not above:
             continue
-        t = TIMEOUT.match(s)
+        t = TIMEOUT.match(above)
         if t:
             dump.timeout = t.group("t")
             continue
-        h = _HARNESS.match(s)
-        rank = int(h.group("rank")) if h else label_rank(s)
+        h = _HARNESS.match(above)
+        rank = int(h.group("rank")) if h else label_rank(above)
         if rank is not None:
             dump.rank, dump.rank_source = rank, "label"
         break
-    while len(dump.lines) < 4000:
-        following = next_line(lines)
-        if following is None:
-            break
-        s = following
+    while len(dump.lines) < 4000 and (s := next_line(lines)) is not None:
         t = THREAD.match(s)
         if t:
             lines.take()

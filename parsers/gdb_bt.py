@@ -69,19 +69,15 @@ def read(first: str, lines: Lines, before: list[str]) -> Dump:
     elif first == PY_BT:
         current = start(StackThread("py-bt", "Python (py-bt)", main=True))
     for prev in [*before[-4:], first]:
-        s = prev.strip()
-        a = _ATTACH.search(s)
+        above = prev.strip()
+        a = _ATTACH.search(above)
         if a:
             dump.pid = int(a.group("pid") or a.group("pid2") or a.group("pid3"))
-        rank = label_rank(s) if not FRAME.match(s) else None
+        rank = label_rank(above) if not FRAME.match(above) else None
         if rank is not None:
             dump.rank, dump.rank_source = rank, "label"
     pending_py: Frame | None = None
-    while len(dump.lines) < 6000:
-        following = next_line(lines)
-        if following is None:
-            break
-        s = following
+    while len(dump.lines) < 6000 and (s := next_line(lines)) is not None:
         t = THREAD.match(s)
         if t:
             lines.take()

@@ -90,10 +90,7 @@ def read(first: str, lines: Lines, before: list[str]) -> Dump:
     if m:
         current = _thread(m)
         dump.threads.append(current)
-    while len(dump.lines) < 4000:
-        s = next_line(lines)
-        if s is None:
-            break
+    while len(dump.lines) < 4000 and (s := next_line(lines)) is not None:
         t = THREAD.match(s)
         if t:
             lines.take()
