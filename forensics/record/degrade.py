@@ -53,6 +53,8 @@ class Degradation:
 
     def lost(self, what: str, error: str, offset: int | None = None, note: str = "") -> None:
         """``what`` (a bundle file, or the bundle directory) stopped being written because of ``error``."""
+        if what != "bundle directory":
+            self.check_directory()  # a file that vanished with its directory: the directory is what to say
         ns = time.time_ns()
         with self._lock:
             if any(i["file"] == what for i in self.items):
