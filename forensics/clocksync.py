@@ -12,7 +12,13 @@ minutes. Some events must happen at (nearly) the same moment on every host:
 - ``rendezvous``: the c10d store's rendezvous lines (``Rendezvous complete``, ``joined``);
 - ``restart``: torchrun restarting its worker group (``will restart worker group``,
   ``Starting worker group``);
-- ``slurm-step``: Slurm starting one job step on every node (``launch task StepId=…``).
+- ``slurm-step``: Slurm starting one job step on every node (slurmd's ``launch task StepId=…``;
+  ``srun -v``'s ``launching StepId=… on host …`` on the submitting host);
+- ``slurm-job``: a job getting its nodes (slurmctld's ``sched: Allocate JobId=…``, the batch
+  host's ``Launching batch job …``, ``srun -v``'s ``job … has been allocated resources``).
+  A step's or a job's *end* is no such moment: the node that failed ends first, and the others
+  only when they are killed (perhaps a watchdog timeout later), which is what the timeline is
+  meant to show.
 
 Each key names one such moment; per host the earliest time of each key is kept (several ranks of
 one host log it). Offsets against a reference host (the one with the most keys) are the median of
@@ -27,7 +33,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from forensics.events import Event, TsSource
@@ -45,6 +51,7 @@ SYNC_KINDS = {
     "c10d": "c10d collective",
     "restart": "torchrun restart",
     "slurm-step": "Slurm step start",
+    "slurm-job": "Slurm job start",
     "step": "training step",
 }
 
@@ -113,10 +120,26 @@ def sync_key(e: Event) -> tuple[Any, ...] | None:
             return ("rendezvous", _normalized(msg, e.host))
         if _RESTART.search(msg):
             return ("restart", _normalized(msg, e.host))
-    if kind in ("slurm", "log"):
+    if kind == "slurm":
+        return _slurm_key(a)
+    if kind == "log":
         m = _STEP_LAUNCH.search(msg)
         if m:
             return ("slurm-step", m.group("id"))
+    return None
+
+
+def _slurm_key(a: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """A step launched on a node (``slurm-step``) or a job given its nodes (``slurm-job``)."""
+    event, job, step = a.get("step_event"), a.get("job"), a.get("step")
+    if not job:
+        return None
+    if event == "start" and step == "batch":
+        return ("slurm-job", str(job))  # the batch host starts the job the moment it is allocated
+    if event == "start" and step:
+        return ("slurm-step", f"{job}.{step}")
+    if event == "allocated":
+        return ("slurm-job", str(job))
     return None
 
 

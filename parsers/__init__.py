@@ -37,6 +37,7 @@ from forensics.parsers import (
     nvml_samples,
     plaintext,
     process_output,
+    slurm_daemon_log,
     stack_dumps,
     syslog,
     talos,
@@ -88,6 +89,8 @@ PARSERS: tuple[Parser, ...] = (
     syslog.PARSER,
     journalctl.PARSER,
     dmesg.PARSER,
+    # Slurm's daemon logs (slurmd.log, slurmctld.log: bracketed ISO stamps and Slurm's own words).
+    slurm_daemon_log.PARSER,
     # What a training job prints: the JSON error file, NCCL_DEBUG files, Slurm output, then any process output.
     elastic_error_file.PARSER,
     flight_recorder.PARSER,

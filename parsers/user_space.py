@@ -9,6 +9,10 @@ time), and maps the records it finds back to the journal's lines.
 
 User-space lines it finds nothing in are dropped as events (they stay in the file), except
 those the journal marked as errors (priority ``err`` or worse) or holding a signature anchor.
+
+Lines of Slurm's daemons (identifier ``slurmd``, ``slurmctld``, ``slurmstepd``, ``slurmd-<node>``)
+are not a job's output: they go to Slurm's own record reader (``parsers/slurm.py``), which keeps
+the step and job records (a step launched on this node, a job allocated, done) and the errors.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import replace
 
 from forensics.clock import YEAR_INFERRED
 from forensics.events import Event, Origin, TsSource
+from forensics.parsers import slurm
 from forensics.parsers.base import ParseContext, Parser
 from forensics.textdoc import TextDocument
 
@@ -47,9 +52,26 @@ def _is_user_space(e: Event) -> bool:
     return e.kind == "log" and "ident" in e.attrs
 
 
+def _slurm_daemons(events: Sequence[Event]) -> list[Event]:
+    """``events`` with the Slurm daemons' lines read as Slurm records (others dropped)."""
+    if not any(_is_user_space(e) and slurm.is_daemon(e.attrs.get("ident")) for e in events):
+        return list(events)
+    out: list[Event] = []
+    for e in events:
+        if _is_user_space(e) and slurm.is_daemon(e.attrs.get("ident")):
+            read = slurm.daemon_event(e)
+            if read is not None:
+                out.append(read)
+        else:
+            out.append(e)
+    return out
+
+
 def hand_over(events: Sequence[Event], ctx: ParseContext) -> list[Event]:
     """``events`` with the generic user-space ones replaced by what the process-output parser
-    finds in them (unchanged when there are none, or no such parser)."""
+    finds in them (unchanged when there are none, or no such parser); Slurm daemons' lines are
+    read by the Slurm record reader instead."""
+    events = _slurm_daemons(events)
     picked = [e for e in events if _is_user_space(e)]
     if not picked:
         return list(events)
