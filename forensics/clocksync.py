@@ -16,6 +16,13 @@ minutes. Some events must happen at (nearly) the same moment on every host:
   ``srun -v``'s ``launching StepId=… on host …`` on the submitting host);
 - ``slurm-job``: a job getting its nodes (slurmctld's ``sched: Allocate JobId=…``, the batch
   host's ``Launching batch job …``, ``srun -v``'s ``job … has been allocated resources``).
+- ``launch``: a per-node launcher starting its workers (DeepSpeed's ``launch.py`` on each node
+  of a pdsh run: ``nnodes=2, num_local_procs=8, node_rank=1``) — a loose moment: each node's
+  ssh, shell and Python start take their own time (seconds, on a cold node a minute);
+- ``clean-exit``: the launcher seeing its workers end well (``Process N exits successfully``) —
+  loose too: rank 0 often has more to do at the end (printing, saving).
+  Loose moments disagree with each other when they are loose, and kinds that disagree widen the
+  uncertainty (below), so a launcher start that lags by a minute is not taken for a clock skew.
   A step's or a job's *end* is no such moment: the node that failed ends first, and the others
   only when they are killed (perhaps a watchdog timeout later), which is what the timeline is
   meant to show.
@@ -52,6 +59,8 @@ SYNC_KINDS = {
     "restart": "torchrun restart",
     "slurm-step": "Slurm step start",
     "slurm-job": "Slurm job start",
+    "launch": "launcher start",
+    "clean-exit": "clean exit",
     "step": "training step",
 }
 
@@ -122,6 +131,10 @@ def sync_key(e: Event) -> tuple[Any, ...] | None:
             return ("restart", _normalized(msg, e.host))
     if kind == "slurm":
         return _slurm_key(a)
+    if kind == "torchrun" and a.get("launch"):
+        return ("launch", a.get("nnodes"))
+    if kind == "torchrun" and a.get("exitcode") == 0 and "exits successfully" in msg:
+        return ("clean-exit",)
     if kind == "log":
         m = _STEP_LAUNCH.search(msg)
         if m:

@@ -54,6 +54,8 @@ _STREAM_KINDS = ("process-output", "nccl-debug", "slurm", "plaintext")
 _TOKEN = re.compile(r"[A-Za-z]+|\d+|[ \t]+|.", re.S)
 _KV = re.compile(r"\b(rank|pid|ip|host|node|pod)=([\w.:-]+)")
 _HOSTLIKE = re.compile(r"(?:^|[\s\[(/])([A-Za-z][\w.-]*[A-Za-z0-9])\s*[:|]\s*$")
+#: pdsh and DeepSpeed's launcher name a host as the hostfile does, often by its IPv4 address
+_IPV4_LABEL = re.compile(r"(?:^|[\s\[(/])((?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3})\s*[:|]\s*$")
 _POD = re.compile(r"\bpod/([\w.-]+)")
 _ONLY_NUMBER = re.compile(r"^\s*\[?(\d{1,6})\]?\s*[:|]?\s*$")
 _NUMBER = re.compile(r"\d+")
@@ -219,7 +221,8 @@ R = TypeVar("R", Event, MetricSample)
 
 def label_fields(label: str) -> tuple[int | None, str | None]:
     """(rank, host) named by a launcher label: ``rank=``/``pid=``/``ip=`` pairs, a bare number
-    (``3: ``, ``[3]``) as the rank, a pod or a host-like word before the final ``:``/``|``."""
+    (``3: ``, ``[3]``) as the rank, a pod, a host-like word or an IPv4 address before the final
+    ``:``/``|``."""
     if not label:
         return None, None
     kv = dict(_KV.findall(label))
@@ -238,7 +241,7 @@ def label_fields(label: str) -> tuple[int | None, str | None]:
         if pod:
             host = pod.group(1)
         else:
-            m = _HOSTLIKE.search(label)
+            m = _HOSTLIKE.search(label) or _IPV4_LABEL.search(label)
             if m and not m.group(1).isdigit():
                 host = m.group(1)
     return rank, host

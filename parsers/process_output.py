@@ -83,6 +83,7 @@ TRIGGER_LITERALS: tuple[bytes, ...] = (
     b".cpp:", b".hpp:",
     # launchers, schedulers, shells
     b"exitcode", b"closing signal", b"via signal", b"return code =", b"died with <Signals", b"Root Cause",
+    b"exits successfully", b", node_rank=",
     b"Failures:", b"slurmstepd", b"srun: ", b"Killed", b"Segmentation fault", b"Aborted", b"Bus error",
     b"core dumped",
     # NCCL
@@ -361,7 +362,8 @@ class _Scan:
                 attrs, stamp, error = parsed
                 self.emit(line, "slurm", t, Severity.ERROR if error else Severity.INFO, body, attrs=attrs, stamp=stamp)
                 return
-        if ("exitcode" in t or "signal" in t or "return code" in t or "died with" in t) and self.agent(line, body, t):
+        if ("exitcode" in t or "signal" in t or "return code" in t or "died with" in t or "exits successfully" in t
+                or "node_rank=" in t) and self.agent(line, body, t):
             return
         if c in "RF" and t.startswith(("Root Cause", "Failures:")) and multiline:
             self.report(line, body, t)
@@ -665,7 +667,7 @@ class _Scan:
             return True
         message, attrs = parsed
         severity = Severity.WARNING if attrs.get("sent") else Severity.ERROR
-        if attrs.get("exitcode") == 0:
+        if attrs.get("exitcode") == 0 or attrs.get("launch"):
             severity = Severity.INFO
         self.emit(line, "torchrun", message, severity, body, attrs=attrs, pid=attrs.get("pid"))
         return True
@@ -897,7 +899,9 @@ def _bodies(head: list[str]) -> list[str]:
 
 
 def detect_process_output(head: list[str]) -> float:
-    strong = sum(1 for h in _bodies(head) if _STRONG.search(h))
+    # the line as well as its body: a logging header the body reader peels (DeepSpeed's
+    # ``[2022-12-02 21:47:16,624] [INFO]``) is evidence too
+    strong = sum(1 for h, b in zip(head, _bodies(head), strict=True) if _STRONG.search(b) or _STRONG.search(clean(h)))
     if strong == 0:
         return 0.0
     return min(0.6, 0.35 + 0.05 * strong)

@@ -6,6 +6,12 @@ launcher-agnostic part is the message, which is what these recognizers read::
     failed (exitcode: -9) local_rank: 0 (pid: 31631) of binary: /usr/bin/python3
     Sending process 812914 closing signal SIGTERM
 
+A per-node launcher says when it starts its workers and when they end well; DeepSpeed's
+``launch.py`` (one per node, started by pdsh/ssh) prints both::
+
+    nnodes=2, num_local_procs=8, node_rank=1
+    Process 57911 exits successfully.
+
 The report block lists each failed worker as ``[N]:`` followed by ``time``, ``host``, ``rank``,
 ``exitcode``, ``error_file`` and ``traceback`` fields; pasted copies sometimes lose the line
 breaks (``rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>``), so the fields are
@@ -28,6 +34,8 @@ _CLOSING = re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>SIG\
 _TERMINATING = re.compile(r"Terminating process (?P<pid>\d+) via signal (?P<sig>SIG\w+)")
 _RETURN_CODE = re.compile(r"exits with return code = (?P<code>-?\d+)")
 _DIED_WITH = re.compile(r"died with <Signals\.(?P<sig>SIG\w+): (?P<num>\d+)>")
+_LAUNCH = re.compile(r"\bnnodes=(?P<nnodes>\d+), num_local_procs=(?P<procs>\d+), node_rank=(?P<node_rank>\d+)")
+_EXITS_OK = re.compile(r"\bProcess (?P<pid>\d+) exits successfully")
 
 
 def exit_attrs(code: int) -> dict[str, Any]:
@@ -41,7 +49,8 @@ def exit_attrs(code: int) -> dict[str, Any]:
 
 
 def agent_line(text: str) -> tuple[str, dict[str, Any]] | None:
-    """An elastic-agent (or other launcher) line about a worker's exit: (message, attrs)."""
+    """An elastic-agent (or other launcher) line about a worker's exit, or a per-node launcher
+    starting its workers (``launch``, ``nnodes``, ``node_rank``): (message, attrs)."""
     m = _FAILED.search(text)
     if m:
         attrs = exit_attrs(int(m.group("code")))
@@ -58,6 +67,14 @@ def agent_line(text: str) -> tuple[str, dict[str, Any]] | None:
     m = _DIED_WITH.search(text)
     if m:
         return text.strip(), {"signal": m.group("sig"), "exitcode": -int(m.group("num"))}
+    m = _EXITS_OK.search(text)
+    if m:
+        return text[m.start():].strip(), {"exitcode": 0, "pid": int(m.group("pid"))}
+    m = _LAUNCH.search(text)
+    if m:
+        return text[m.start():].strip(), {"launch": True, "nnodes": int(m.group("nnodes")),
+                                          "local_procs": int(m.group("procs")),
+                                          "node_rank": int(m.group("node_rank"))}
     return None
 
 

@@ -30,8 +30,10 @@ def launch_hosts(a: Analysis) -> dict[int, str | None]:
 def test_ip_labelled_pdsh_paste_reads_each_nodes_lines_as_that_node() -> None:
     a = run("aws_batch_mistral_2node.log")
     assert launch_hosts(a) == {0: "10.0.143.177", 1: "10.0.128.14"}
-    progress_hosts = {e.host for e in a.timeline.events if e.kind == "progress"}
-    assert progress_hosts == {"10.0.143.177", "10.0.128.14"}  # both nodes print the loss dicts
+    loss_hosts = {e.host for e in a.timeline.events if e.kind == "progress" and "loss" in e.attrs}
+    assert loss_hosts == {"10.0.143.177", "10.0.128.14"}  # both nodes print the loss dicts
+    bars = [e for e in a.timeline.events if e.kind == "progress" and "loss" not in e.attrs]
+    assert bars and all(e.host is None for e in bars)  # the bars pdsh passed on without a label name no host
     tl = a.timeline
     other = next(h for h in tl.clock_offsets if h != tl.clock_reference)
     off = tl.clock_offsets[other]

@@ -100,6 +100,9 @@ def test_rank_and_host_of_the_label_become_the_events(tmp_path: Path) -> None:
     pdsh = _analyze(tmp_path, "b.log", _prefixed(raw, "dgx-a100-07: "))
     assert {e.host for e in pdsh.timeline.events if e.kind == "traceback"} == {"dgx-a100-07"}
     assert label_fields("(RayTrainWorker pid=4048, ip=10.0.130.188) ") == (None, "10.0.130.188")
+    # pdsh with a hostfile of addresses (aws-samples/aws-hpc-tutorials): the address is the host
+    assert label_fields("10.0.143.177: ") == (None, "10.0.143.177")
+    assert label_fields("999.1.2.3: ")[1] is None and label_fields("1234: ") == (1234, None)
     assert label_fields("trainer/1 [5]:") == (5, "trainer") or label_fields("trainer/1 [5]:")[0] == 5
 
 

@@ -37,3 +37,13 @@ def test_report_entry_full_and_collapsed() -> None:
     attrs, _ = report_entry("rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>")
     assert (attrs["rank"], attrs["local_rank"], attrs["pid"]) == (2, 2, 36071)
     assert report_entry("no exit code here") is None
+
+
+def test_deepspeed_launcher_start_and_clean_exit() -> None:
+    # DeepSpeed launch.py on node 1 of a pdsh run (aws-samples/aws-hpc-tutorials, saforem2/vault)
+    msg, attrs = agent_line("[INFO] [launch.py:109:main] nnodes=2, num_local_procs=1, node_rank=1")
+    assert msg == "nnodes=2, num_local_procs=1, node_rank=1"
+    assert attrs == {"launch": True, "nnodes": 2, "local_procs": 1, "node_rank": 1}
+    _, attrs = agent_line("[launch.py:350:main] Process 57911 exits successfully.")
+    assert attrs == {"exitcode": 0, "pid": 57911}
+    assert agent_line("global_rank_mapping=defaultdict(<class 'list'>, {'a': [0]})") is None
