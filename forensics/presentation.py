@@ -55,7 +55,8 @@ _TOKEN = re.compile(r"[A-Za-z]+|\d+|[ \t]+|.", re.S)
 _KV = re.compile(r"\b(rank|pid|ip|host|node|pod)=([\w.:-]+)")
 _HOSTLIKE = re.compile(r"(?:^|[\s\[(/])([A-Za-z][\w.-]*[A-Za-z0-9])\s*[:|]\s*$")
 #: pdsh and DeepSpeed's launcher name a host as the hostfile does, often by its IPv4 address
-_IPV4_LABEL = re.compile(r"(?:^|[\s\[(/])((?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3})\s*[:|]\s*$")
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1?\d?\d)"
+_IPV4_LABEL = re.compile(rf"(?:^|[\s\[(/])({_OCTET}(?:\.{_OCTET}){{3}})\s*[:|]\s*$")
 _POD = re.compile(r"\bpod/([\w.-]+)")
 _ONLY_NUMBER = re.compile(r"^\s*\[?(\d{1,6})\]?\s*[:|]?\s*$")
 _NUMBER = re.compile(r"\d+")
