@@ -42,9 +42,9 @@ from forensics.parsers.templates import (
     DIGITS,
     FULL,
     MAX_TEMPLATE_BYTES,
+    RAW_RANK,
     TAIL,
     Templates,
-    raw_rank,
     template_key,
 )
 
@@ -59,8 +59,6 @@ CHUNK_MAX = 16 << 20
 #: Line classes (bits): a plain trigger, a progress literal only (sampled), a capped anchor; a line
 #: that is not a template (a bar redrawn with ``\r``, an over-long line, past the template limit).
 PLAIN, SAMPLED, CAPPED, WHOLE = 1, 2, 4, 8
-#: Counted occurrences of one template per chunk whose rank is read from the raw line.
-RANK_SAMPLES = 32
 #: Smallest document worth the pre-pass (below it numpy's import and the chunk set-up cost more).
 MIN_BYTES = 4 << 20
 #: A template with more lines than this in a chunk, not yet judged by the parser, is learned first:
@@ -146,6 +144,9 @@ class _Keys:
         self.keys: list[bytes] = []
         self.caps: list[tuple[int, ...]] = []
         self.cls = np.zeros(1024, dtype=np.int8)
+        #: per id: the parser has judged its template (counted in bulk, or never skippable): nothing
+        #: left to learn about it
+        self.settled = np.zeros(1024, dtype=bool)
 
     def classify(self, keys: list[bytes]) -> list[tuple[int, tuple[int, ...]]]:
         """(class bits, capped literal indices) of each key: one multi-literal pass over them all."""
@@ -171,7 +172,9 @@ class _Keys:
         import numpy as np
 
         if need > len(self.cls):
-            self.cls = np.concatenate([self.cls, np.zeros(max(need, 2 * len(self.cls)) - len(self.cls), np.int8)])
+            grow = max(need, 2 * len(self.cls)) - len(self.cls)
+            self.cls = np.concatenate([self.cls, np.zeros(grow, np.int8)])
+            self.settled = np.concatenate([self.settled, np.zeros(grow, bool)])
 
     def ids_of(self, keys: list[bytes]) -> Any:
         """The id of each key (a numpy array), new keys classified and added.
@@ -204,6 +207,7 @@ class _Keys:
                 ids[i] = base + local.setdefault(keys[i], len(local))
             new = list(local)
             self._grow(base + len(new))
+            self.settled[base:base + len(new)] = False
             del self.caps[base:]
             for i, (bits, caps) in enumerate(self.classify(new)):
                 self.cls[base + i] = bits | WHOLE
@@ -241,6 +245,36 @@ def _chunk_end(data: bytes, start: int, want: int, size: int) -> int:
         nl = data.find(b"\n", end)
         return size if nl < 0 else nl + 1
     return nl + 1
+
+
+def _ranks(raw: bytes, starts: Any) -> set[int]:
+    """The ranks named in the prefixes of the lines at ``starts`` (all of one template), read in numpy.
+
+    One template has one prefix shape (:func:`~forensics.parsers.templates.raw_rank`): its first line
+    says which, and where the rank's digits begin — a fixed column for ``[rankN]`` and ``N: ``, the
+    first ``[`` for NCCL's ``host:pid:tid [N]``; up to 6 digits are read there from every line."""
+    import numpy as np
+
+    if not len(starts):
+        return set()
+    m = RAW_RANK.match(raw, int(starts[0]))
+    if m is None:
+        return set()
+    group = next(g for g in (1, 2, 3) if m.group(g) is not None)
+    arr = np.frombuffer(raw, np.uint8)
+    last = len(arr) - 1
+    if group == 2:  # the column of the first "[" varies with the digits before it (pid, tid)
+        width = m.start(2) - m.start() + 8
+        rows = arr[np.minimum(starts[:, None] + np.arange(width), last)]
+        col = starts + np.argmax(rows == ord("["), axis=1) + 1
+    else:
+        col = starts + (m.start(group) - m.start())
+    digits = arr[np.minimum(col[:, None] + np.arange(6), last)].astype(np.int64) - ord("0")
+    going = np.cumprod((digits >= 0) & (digits <= 9), axis=1).astype(bool)
+    value = np.zeros(len(starts), np.int64)
+    for k in range(6):
+        value = np.where(going[:, k], value * 10 + digits[:, k], value)
+    return set(np.unique(value[going[:, 0]]).tolist())
 
 
 class _ChunkScan:
@@ -297,6 +331,8 @@ class _ChunkScan:
             capped_only = not bits & PLAIN
             tpl = None if bits & WHOLE else templates.by_key.get(table.keys[k])
             bulk = tpl is not None and tpl.simple and tpl.n >= FULL
+            if bulk or (tpl is not None and not tpl.simple):
+                table.settled[k] = True
             if not bulk and not capped_only:
                 continue
             whole[g] = False
@@ -327,11 +363,9 @@ class _ChunkScan:
                     chosen = set(read)
                     tail = [i for i in range(max(0, len(occ) - TAIL - len(read)), len(occ)) if i not in chosen]
                     tpl.tail.extend((chunk_start + int(rel[i]), first_no + int(occ[i])) for i in tail[-TAIL:])
-                    for i in np.linspace(0, len(occ) - 1, min(RANK_SAMPLES, len(occ))).astype(np.int64).tolist():
-                        if i not in chosen:
-                            r = raw_rank(raw, int(rel[i]))
-                            if r is not None:
-                                tpl.ranks.add(r)
+                    counted = np.ones(len(occ), dtype=bool)
+                    counted[read] = False
+                    tpl.ranks.update(_ranks(raw, rel[counted]))
             if read:
                 out.append(occ[read])
         if whole.any():
@@ -343,6 +377,7 @@ class _ChunkScan:
         parser has not judged yet has been read :data:`FULL` times; past the chunk when there is none."""
         import numpy as np
 
+        lines = lines[~self.table.settled[ids[lines]]]
         if not len(lines):
             return len(ids)
         tid = ids[lines]

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["BUCKETS", "DIGITS", "FULL", "MAX_TEMPLATE_BYTES", "TAIL", "Template", "Templates", "raw_rank",
+__all__ = ["BUCKETS", "DIGITS", "FULL", "MAX_TEMPLATE_BYTES", "RAW_RANK", "TAIL", "Template", "Templates", "raw_rank",
            "template_key"]
 
 #: Occurrences of a template always parsed in full (above every signature's ``min_count``).
@@ -45,7 +45,7 @@ MAX_TEMPLATE_BYTES = 2048
 MAX_TEMPLATES = 50_000
 
 #: ``[rank3]:`` (torch), ``host:pid:tid [3]`` (NCCL), ``3:`` (srun --label) at a line's start.
-_RAW_RANK = re.compile(rb"\s*(?:\[rank(\d+)\]|[\w.-]+:\d+:\d+ \[(\d+)\]|(\d+): )")
+RAW_RANK = re.compile(rb"\s*(?:\[rank(\d+)\]|[\w.-]+:\d+:\d+ \[(\d+)\]|(\d+): )")
 
 
 DIGITS = b"0123456789"
@@ -59,7 +59,7 @@ def template_key(raw: bytes) -> bytes:
 
 def raw_rank(data: bytes, start: int, end: int | None = None) -> int | None:
     """The rank a raw line names in its prefix (``[rank3]:``, NCCL's ``host:pid:tid [3]``, ``3: ``)."""
-    m = _RAW_RANK.match(data, start) if end is None else _RAW_RANK.match(data, start, end)
+    m = RAW_RANK.match(data, start) if end is None else RAW_RANK.match(data, start, end)
     if m is None:
         return None
     return int(m.group(1) or m.group(2) or m.group(3))
