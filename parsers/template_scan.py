@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import accumulate, count, repeat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from forensics import textdoc
 from forensics.parsers.templates import (
@@ -45,6 +46,7 @@ from forensics.parsers.templates import (
     RAW_RANK,
     TAIL,
     Templates,
+    raw_rank,
     template_key,
 )
 
@@ -176,42 +178,30 @@ class _Keys:
             self.cls = np.concatenate([self.cls, np.zeros(grow, np.int8)])
             self.settled = np.concatenate([self.settled, np.zeros(grow, bool)])
 
-    def ids_of(self, keys: list[bytes]) -> Any:
-        """The id of each key (a numpy array), new keys classified and added.
-
-        One C-level ``map`` of ``dict.setdefault``: a new key gets a provisional id (``base`` plus its
-        first line's index), then the new ones are renumbered densely. Past :data:`MAX_KEYS` new keys
-        get ids of this chunk only (their lines are read whole, like lines that are not templates)."""
+    def ids_for(self, distinct: list[bytes]) -> Any:
+        """The id of each of a chunk's distinct keys (a numpy array); new keys classified and added.
+        Past :data:`MAX_KEYS` new keys get ids of this chunk only (their lines are read whole, like
+        lines that are not templates)."""
         import numpy as np
 
         base = len(self.keys)
-        if len(self.ids) < MAX_KEYS:
-            ids = np.fromiter(map(self.ids.setdefault, keys, count(base)), np.int64, len(keys))
-            fresh = ids >= base
-            if fresh.any():
-                first_lines = np.unique(ids[fresh])
-                new = [keys[i] for i in (first_lines - base).tolist()]
-                ids[fresh] = base + np.searchsorted(first_lines, ids[fresh])
-                self._grow(base + len(new))
-                for i, (key, (bits, caps)) in enumerate(zip(new, self.classify(new), strict=True)):
+        del self.caps[base:]  # the last chunk's ids of its own
+        ids = np.fromiter(map(self.ids.get, distinct, repeat(-1)), np.int64, len(distinct))
+        new_at = np.flatnonzero(ids < 0)
+        if len(new_at):
+            new = [distinct[i] for i in new_at.tolist()]
+            room = max(0, MAX_KEYS - len(self.keys))
+            self._grow(base + len(new))
+            for i, (key, (bits, caps)) in enumerate(zip(new, self.classify(new), strict=True)):
+                self.caps.append(caps)
+                self.settled[base + i] = False
+                if i < room:
                     self.ids[key] = base + i
                     self.keys.append(key)
-                    self.caps.append(caps)
                     self.cls[base + i] = bits
-            return ids
-        ids = np.fromiter(map(self.ids.get, keys, repeat(-1)), np.int64, len(keys))
-        unknown = np.flatnonzero(ids < 0)
-        if len(unknown):  # ids past the table, valid for this chunk only
-            local: dict[bytes, int] = {}
-            for i in unknown.tolist():
-                ids[i] = base + local.setdefault(keys[i], len(local))
-            new = list(local)
-            self._grow(base + len(new))
-            self.settled[base:base + len(new)] = False
-            del self.caps[base:]
-            for i, (bits, caps) in enumerate(self.classify(new)):
-                self.cls[base + i] = bits | WHOLE
-                self.caps.append(caps)
+                else:
+                    self.cls[base + i] = bits | WHOLE
+            ids[new_at] = base + np.arange(len(new))
         return ids
 
 
@@ -247,34 +237,96 @@ def _chunk_end(data: bytes, start: int, want: int, size: int) -> int:
     return nl + 1
 
 
-def _ranks(raw: bytes, starts: Any) -> set[int]:
+def _ranks(data: Any, starts: Any) -> set[int]:
     """The ranks named in the prefixes of the lines at ``starts`` (all of one template), read in numpy.
 
     One template has one prefix shape (:func:`~forensics.parsers.templates.raw_rank`): its first line
-    says which, and where the rank's digits begin — a fixed column for ``[rankN]`` and ``N: ``, the
-    first ``[`` for NCCL's ``host:pid:tid [N]``; up to 6 digits are read there from every line."""
+    says which, and the column where the rank's digits begin; up to 6 digits are read there from every
+    line whose byte before that column is the same as the first line's (a ``[``). The few others (an
+    NCCL line whose pid has another number of digits) are read one by one."""
     import numpy as np
 
     if not len(starts):
         return set()
-    m = RAW_RANK.match(raw, int(starts[0]))
+    m = RAW_RANK.match(data, int(starts[0]))
     if m is None:
         return set()
     group = next(g for g in (1, 2, 3) if m.group(g) is not None)
-    arr = np.frombuffer(raw, np.uint8)
+    arr = np.frombuffer(data, np.uint8)
     last = len(arr) - 1
-    if group == 2:  # the column of the first "[" varies with the digits before it (pid, tid)
-        width = m.start(2) - m.start() + 8
-        rows = arr[np.minimum(starts[:, None] + np.arange(width), last)]
-        col = starts + np.argmax(rows == ord("["), axis=1) + 1
-    else:
-        col = starts + (m.start(group) - m.start())
+    col = starts + (m.start(group) - m.start())
+    ranks: set[int] = set()
+    if m.start(group) > m.start():
+        here = arr[np.minimum(col - 1, last)] == arr[m.start(group) - 1]
+        if not here.all():
+            for start in starts[~here].tolist():
+                rank = raw_rank(data, start)
+                if rank is not None:
+                    ranks.add(rank)
+            col = col[here]
     digits = arr[np.minimum(col[:, None] + np.arange(6), last)].astype(np.int64) - ord("0")
     going = np.cumprod((digits >= 0) & (digits <= 9), axis=1).astype(bool)
-    value = np.zeros(len(starts), np.int64)
+    value = np.zeros(len(col), np.int64)
     for k in range(6):
         value = np.where(going[:, k], value * 10 + digits[:, k], value)
-    return set(np.unique(value[going[:, 0]]).tolist())
+    ranks.update(np.unique(value[going[:, 0]]).tolist())
+    return ranks
+
+
+class _Prepared(NamedTuple):
+    """One chunk cut into template keys and grouped by key (what a worker process hands back).
+
+    Groups follow the order of :attr:`distinct` (a key's first occurrence); group ``g``'s lines,
+    ascending, are ``order[bounds[g]:bounds[g + 1]]``."""
+
+    start: int
+    end: int
+    distinct: list[bytes]  # the chunk's distinct keys, in the order they first occur
+    local: Any  # per line: its key's group
+    order: Any  # line indices grouped by key
+    bounds: Any  # where each group starts in ``order`` (and, last, its length)
+    line_starts: Any  # per line: its start, relative to the chunk
+    ranks: dict[int, set[int]]  # per frequent group with a rank prefix: the ranks on its lines
+    raw_pairs: Any  # (line index, raw literal index) of each raw literal hit; None: not scanned
+
+
+def _prepare(data: Any, start: int, end: int, raw_lits: list[bytes] | None) -> _Prepared:
+    """The C-level part of a chunk's plan: keys, groups, line starts, ranks, raw literal hits."""
+    import numpy as np
+
+    raw = data[start:end]
+    keys = raw.translate(None, DIGITS).split(b"\n")
+    if raw.endswith(b"\n"):
+        keys.pop()
+    first: dict[bytes, int] = {}
+    by_first = np.fromiter(map(first.setdefault, keys, count()), np.int64, len(keys))
+    firsts = np.fromiter(first.values(), np.int64, len(first))
+    group_of_first = np.empty(len(keys), np.int64)
+    group_of_first[firsts] = np.arange(len(firsts))
+    local = group_of_first[by_first]
+    order = np.argsort(local, kind="stable")
+    sizes = np.bincount(local, minlength=len(firsts))
+    bounds = np.concatenate((np.zeros(1, np.int64), np.cumsum(sizes)))
+    newlines = np.flatnonzero(np.frombuffer(raw, np.uint8) == 10)
+    line_starts = np.concatenate((np.zeros(1, np.int64), newlines[: len(keys) - 1] + 1))
+    ranks: dict[int, set[int]] = {}
+    for g in np.flatnonzero(sizes > 1).tolist():
+        if RAW_RANK.match(raw, int(line_starts[firsts[g]])) is not None:
+            ranks[g] = _ranks(raw, line_starts[order[bounds[g]:bounds[g + 1]]])
+    pairs = _raw_pairs(raw, line_starts, raw_lits) if raw_lits else None
+    return _Prepared(start, end, list(first), local, order, bounds, line_starts, ranks, pairs)
+
+
+def _raw_pairs(raw: bytes, line_starts: Any, lits: list[bytes]) -> Any:
+    """(line index, literal index) of every line holding each raw literal, each pair once, in line order."""
+    import numpy as np
+
+    hits = _multi_find(raw, lits)
+    if not hits:
+        return np.zeros((0, 2), np.int64)
+    found = np.array(hits, dtype=np.int64)
+    lines = np.searchsorted(line_starts, found[:, 1] - 1, side="right") - 1
+    return np.unique(np.stack([lines, found[:, 0]], axis=1), axis=0)
 
 
 class _ChunkScan:
@@ -290,43 +342,64 @@ class _ChunkScan:
         #: line indices of this chunk counted as the continuation of a counted record
         self.consumed: list[Any] = []
 
-    def raw_hits(self, raw: bytes, line_starts: Any) -> Any:
-        """Indices of the chunk's lines holding a raw (value) literal."""
+    def raw_hits(self, pairs: Any) -> Any:
+        """Indices of the chunk's lines holding a raw (value) literal, each capped one within its budget."""
         import numpy as np
 
-        lits = [lit for lit, _ in self.plan.raw]
-        starts: set[int] = set()
-        for i, end in _multi_find(raw, lits):
-            lit = lits[i]
-            line = raw.rfind(b"\n", 0, end - 1) + 1
+        lits = self.plan.raw
+        keep: list[int] = []
+        for line, lit_i in pairs.tolist():
+            lit = lits[lit_i][0]
             if lit in self.raw_budget:
-                if self.raw_budget[lit] <= 0 or line in starts:
+                if self.raw_budget[lit] <= 0:
                     continue
                 self.raw_budget[lit] -= 1
-            starts.add(line)
-        return np.searchsorted(line_starts, np.fromiter(sorted(starts), np.int64, len(starts)))
+            keep.append(line)
+        return np.unique(np.array(keep, dtype=np.int64))
 
-    def templated(self, lines: Any, ids: Any, line_starts: Any, raw: bytes, chunk_start: int,
+    @staticmethod
+    def _lines(prep: _Prepared, g: int, lo: int, cut: int) -> Any:
+        occ = prep.order[prep.bounds[g]:prep.bounds[g + 1]]
+        if lo > 0 or cut < len(prep.local):
+            occ = occ[(occ >= lo) & (occ < cut)]
+        return occ
+
+    def learning_cut(self, prep: _Prepared, gids: Any, groups: list[int], lo: int) -> int:
+        """The line (index in the chunk) after which every frequent template of ``groups`` that the
+        parser has not judged yet has been read :data:`FULL` times; past the chunk when there is none."""
+        n = len(prep.local)
+        cut = -1
+        table, by_key = self.table, self.templates.by_key
+        for g in groups:
+            k = int(gids[g])
+            if table.settled[k] or prep.bounds[g + 1] - prep.bounds[g] <= LEARN_MIN or table.cls[k] & WHOLE:
+                continue
+            tpl = by_key.get(table.keys[k])
+            need = FULL - (tpl.n if tpl is not None else 0)
+            if (tpl is not None and not tpl.simple) or need <= 0:
+                continue
+            occ = self._lines(prep, g, lo, n)
+            if need < len(occ):
+                cut = max(cut, int(occ[need]))
+        return n if cut < 0 else cut
+
+    def templated(self, prep: _Prepared, gids: Any, groups: list[int], lo: int, cut: int,
                   first_no: int) -> list[Any]:
-        """The lines to read among ``lines`` (indices of the chunk's lines with a plain or capped hit).
+        """The lines to read, among those in ``[lo, cut)`` of the ``groups`` (keys with a plain or capped hit).
 
-        Lines are grouped by key. A group of a template the parser found simple is read at its first
-        line in each stretch of the file not yet represented; its other lines are counted into the
-        :class:`Template`. A group hit only by capped literals is read up to their budget. Every
-        other group is read whole."""
+        A group of a template the parser found simple is read at its first line in each stretch of
+        the file not yet represented; its other lines are counted into the :class:`Template`. A group
+        hit only by capped literals is read up to their budget. Every other group is read whole."""
         import numpy as np
 
         table, templates, budget = self.table, self.templates, self.budget
-        tid = ids[lines]
-        order = np.argsort(tid, kind="stable")
-        sorted_ids, sorted_lines = tid[order], lines[order]
-        cuts = np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1
-        g_start = np.concatenate((np.zeros(1, np.int64), cuts))
-        g_end = np.concatenate((cuts, np.array([len(sorted_ids)], np.int64)))
-        whole = np.ones(len(g_start), dtype=bool)
-        out: list[Any] = []
         cls = table.cls
-        for g, k in enumerate(sorted_ids[g_start].tolist()):
+        out: list[Any] = []
+        for g in groups:
+            occ = self._lines(prep, g, lo, cut)
+            if not len(occ):
+                continue
+            k = int(gids[g])
             bits = int(cls[k])
             capped_only = not bits & PLAIN
             tpl = None if bits & WHOLE else templates.by_key.get(table.keys[k])
@@ -334,13 +407,12 @@ class _ChunkScan:
             if bulk or (tpl is not None and not tpl.simple):
                 table.settled[k] = True
             if not bulk and not capped_only:
+                out.append(occ)
                 continue
-            whole[g] = False
-            occ = sorted_lines[g_start[g]:g_end[g]]
-            rel = line_starts[occ]
+            rel = prep.line_starts[occ]
             if bulk:
                 assert tpl is not None
-                buckets = (rel + chunk_start) * BUCKETS // self.size
+                buckets = (rel + prep.start) * BUCKETS // self.size
                 ub, ui = np.unique(buckets, return_index=True)
                 read = [i for b, i in zip(ub.tolist(), ui.tolist(), strict=True) if b not in tpl.buckets]
             else:
@@ -351,10 +423,9 @@ class _ChunkScan:
                 read = read[:allowed]
                 for c in caps:
                     budget[c] = max(0, budget[c] - len(read))
-            if bulk and tpl is not None and tpl.follow:
-                read = self._consume_follow(tpl.follow, occ, read, ids)
-            if bulk:
-                assert tpl is not None
+            if bulk and tpl is not None:
+                if tpl.follow:
+                    read = self._consume_follow(tpl.follow, occ, read, prep, gids)
                 skipped = len(occ) - len(read)
                 tpl.n += skipped
                 tpl.skipped += skipped
@@ -362,62 +433,108 @@ class _ChunkScan:
                 if skipped:
                     chosen = set(read)
                     tail = [i for i in range(max(0, len(occ) - TAIL - len(read)), len(occ)) if i not in chosen]
-                    tpl.tail.extend((chunk_start + int(rel[i]), first_no + int(occ[i])) for i in tail[-TAIL:])
-                    counted = np.ones(len(occ), dtype=bool)
-                    counted[read] = False
-                    tpl.ranks.update(_ranks(raw, rel[counted]))
+                    tpl.tail.extend((prep.start + int(rel[i]), first_no + int(occ[i])) for i in tail[-TAIL:])
+                    tpl.ranks.update(prep.ranks.get(g, ()))
             if read:
                 out.append(occ[read])
-        if whole.any():
-            out.append(sorted_lines[np.repeat(whole, g_end - g_start)])
         return out
 
-    def learning_cut(self, lines: Any, ids: Any) -> int:
-        """The line (index in the chunk) after which every frequent template among ``lines`` that the
-        parser has not judged yet has been read :data:`FULL` times; past the chunk when there is none."""
-        import numpy as np
-
-        lines = lines[~self.table.settled[ids[lines]]]
-        if not len(lines):
-            return len(ids)
-        tid = ids[lines]
-        uniq, first, counts = np.unique(tid, return_index=True, return_counts=True)
-        frequent = counts > LEARN_MIN
-        if not frequent.any():
-            return len(ids)
-        order = None
-        cut = -1
-        for k, n in zip(uniq[frequent].tolist(), counts[frequent].tolist(), strict=True):
-            if int(self.table.cls[k]) & WHOLE:
-                continue
-            tpl = self.templates.by_key.get(self.table.keys[k])
-            need = FULL - (tpl.n if tpl is not None else 0)
-            if (tpl is not None and not tpl.simple) or need <= 0 or need >= n:
-                continue
-            if order is None:
-                order = np.argsort(tid, kind="stable")
-                sorted_ids = tid[order]
-            at = int(np.searchsorted(sorted_ids, k)) + need
-            cut = max(cut, int(lines[order[at]]))
-        return len(ids) if cut < 0 else cut
-
-    def _consume_follow(self, follow: tuple[bytes, ...], occ: Any, read: list[int], ids: Any) -> list[int]:
+    def _consume_follow(self, follow: tuple[bytes, ...], occ: Any, read: list[int], prep: _Prepared,
+                        gids: Any) -> list[int]:
         """For a counted record that continues on lines of known templates: its continuation lines
         are counted with it (added to :attr:`consumed`); an occurrence whose next lines are not those
         templates (or run past the chunk) is read instead."""
         import numpy as np
 
         follow_ids = [self.table.ids.get(key, -1) for key in follow]
+        n = len(prep.local)
         counted = np.ones(len(occ), dtype=bool)
         counted[read] = False
         ok = counted.copy()
         for j, fid in enumerate(follow_ids, 1):
             nxt = occ + j
-            inside = nxt < len(ids)
+            inside = nxt < n
             ok &= inside
-            ok[inside] &= ids[nxt[inside]] == fid
+            ok[inside] &= gids[prep.local[nxt[inside]]] == fid
         self.consumed.append((occ[ok][:, None] + np.arange(1, len(follow) + 1)).ravel())
         return sorted(read + np.flatnonzero(counted & ~ok).tolist())
+
+
+#: Files from this size on are cut into keys by worker processes (forked: they share the bytes).
+PARALLEL_MIN_BYTES = 64 << 20
+#: ``FORENSICS_SCAN_WORKERS``: worker processes for the pre-pass (0 or 1: none; default: the CPUs, at most 4).
+WORKERS_ENV = "FORENSICS_SCAN_WORKERS"
+_SHARED: tuple[Any, list[bytes]] | None = None  # (the document's bytes, raw literals), for forked workers
+
+
+def _prepare_shared(start: int, end: int) -> _Prepared:
+    assert _SHARED is not None
+    data, lits = _SHARED
+    return _prepare(data, start, end, lits)
+
+
+def scan_workers(size: int) -> int:
+    """Worker processes the pre-pass of a ``size``-byte document uses (1: it runs in this process)."""
+    import multiprocessing
+    import os
+
+    if size < PARALLEL_MIN_BYTES or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    env = os.environ.get(WORKERS_ENV, "").strip()
+    if env:
+        return max(1, int(env)) if env.isdigit() else 1
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _chunk_bounds(data: Any, size: int) -> list[tuple[int, int]]:
+    bounds = []
+    start, want = 0, CHUNK_FIRST
+    while start < size:
+        end = _chunk_end(data, start, want, size)
+        bounds.append((start, end))
+        start, want = end, min(CHUNK_MAX, want * 2)
+    return bounds
+
+
+def _prepared(data: Any, bounds: list[tuple[int, int]], raw_lits: list[bytes], workers: int) -> Iterator[_Prepared]:
+    """Each chunk prepared, in order: here, or by ``workers`` forked processes a few chunks ahead
+    (any failure of theirs — no fork, a killed worker — and the chunk is prepared here instead)."""
+    global _SHARED
+    if workers <= 1:
+        for start, end in bounds:
+            yield _prepare(data, start, end, None)
+        return
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    _SHARED = (data, raw_lits)
+    pending: deque[tuple[int, int, Future[_Prepared] | None]] = deque()
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            todo = iter(bounds)
+
+            def submit() -> None:
+                nxt = next(todo, None)
+                if nxt is not None:
+                    try:
+                        pending.append((*nxt, pool.submit(_prepare_shared, *nxt)))
+                    except Exception:  # a broken pool: the rest here
+                        pending.append((*nxt, None))
+
+            for _ in range(2 * workers):
+                submit()
+            while pending:
+                start, end, fut = pending.popleft()
+                submit()
+                try:
+                    assert fut is not None
+                    prepared = fut.result()
+                except Exception:
+                    prepared = _prepare(data, start, end, raw_lits)
+                yield prepared
+            pool.shutdown(cancel_futures=True)
+    finally:
+        _SHARED = None
 
 
 def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: int = 2000,
@@ -434,48 +551,42 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
     size = len(data)
     table = _Keys(plan)
     scan = _ChunkScan(templates, plan, table, limit, size)
+    raw_lits = [lit for lit, _ in plan.raw]
     n_sampled = 0
     first_no = 1  # the number of the chunk's first line
-    start, want = 0, CHUNK_FIRST
-    while start < size:
-        end = _chunk_end(data, start, want, size)
-        want = min(CHUNK_MAX, want * 2)
-        raw = data[start:end]
-        keys = raw.translate(None, DIGITS).split(b"\n")
-        if raw.endswith(b"\n"):
-            keys.pop()
-        ids = table.ids_of(keys)
-        newlines = np.flatnonzero(np.frombuffer(raw, np.uint8) == 10)
-        line_starts = np.concatenate((np.zeros(1, np.int64), newlines[: len(keys) - 1] + 1))
-        cls = table.cls[ids]
+    bounds = _chunk_bounds(data, size)
+    for prep in _prepared(data, bounds, raw_lits, scan_workers(size) if len(bounds) > 2 else 1):
+        n_lines = len(prep.local)
+        gids = table.ids_for(prep.distinct)
+        group_cls = table.cls[gids]
         fixed = []  # lines read whatever the templates say: raw hits, sampled progress lines
-        if plan.raw and (cls & VALUE).any():
-            fixed.append(scan.raw_hits(raw, line_starts))
-        lines = np.flatnonzero(cls & (PLAIN | SAMPLED | CAPPED))
-        strong_lines = lines[(cls[lines] & (PLAIN | CAPPED)) != 0]
-        sampled_only = lines[(cls[lines] & (PLAIN | CAPPED)) == 0]
-        if len(sampled_only):
+        if raw_lits and (group_cls & VALUE).any():
+            pairs = prep.raw_pairs
+            if pairs is None:
+                pairs = _raw_pairs(data[prep.start:prep.end], prep.line_starts, raw_lits)
+            fixed.append(scan.raw_hits(pairs))
+        strong = (group_cls & (PLAIN | CAPPED)) != 0
+        sampled = ((group_cls & SAMPLED) != 0) & ~strong
+        if sampled.any():
+            sampled_only = np.flatnonzero(sampled[prep.local])
             fixed += [sampled_only[(np.arange(len(sampled_only)) + n_sampled) % every == 0], sampled_only[-1:]]
             n_sampled += len(sampled_only)
         every_fixed = np.unique(np.concatenate(fixed)) if fixed else np.zeros(0, np.int64)
+        groups = np.flatnonzero(strong).tolist()
         # In rounds: up to where the templates new in this chunk have been read FULL times, then the
         # rest with what the parser has learned of them meanwhile.
         lo, rounds = 0, 0
-        while lo < len(keys):
-            part = strong_lines[strong_lines >= lo]
-            cut = len(keys) if rounds >= MAX_ROUNDS else scan.learning_cut(part, ids)
-            part = part[part < cut]
+        while lo < n_lines:
+            cut = n_lines if rounds >= MAX_ROUNDS else scan.learning_cut(prep, gids, groups, lo)
             picked = [every_fixed[(every_fixed >= lo) & (every_fixed < cut)]]
-            if len(part):
-                picked += scan.templated(part, ids, line_starts, raw, start, first_no)
+            picked += scan.templated(prep, gids, groups, lo, cut, first_no)
             read = np.unique(np.concatenate(picked))
             if scan.consumed:
                 read = np.setdiff1d(read, np.concatenate(scan.consumed))
-            yield from zip((line_starts[read] + start).tolist(), (read + first_no).tolist(), strict=True)
+            yield from zip((prep.line_starts[read] + prep.start).tolist(), (read + first_no).tolist(), strict=True)
             lo, rounds = cut, rounds + 1
         scan.consumed.clear()
-        while n_sampled and every * SAMPLED_TARGET < n_sampled * size // end:
+        while n_sampled and every * SAMPLED_TARGET < n_sampled * size // prep.end:
             every *= 2
-        doc.note_read(end)
-        first_no += len(keys)
-        start = end
+        doc.note_read(prep.end)
+        first_no += n_lines

@@ -219,3 +219,39 @@ def test_the_corpus_reads_the_same_through_the_pre_pass(forced: None) -> None:
 
 def test_template_key_deletes_digits() -> None:
     assert template_key(b"[rank12]: step 5000 loss 0.25") == b"[rank]: step  loss ."
+
+
+def test_worker_processes_prepare_the_same_plan(forced: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks cut by forked worker processes give the lines the in-process pre-pass gives."""
+    text = _mixed(9000, seed=11).encode()
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, tail=BAR_LITERALS,
+                                   sampled=PROGRESS_LITERALS)
+
+    def run() -> list[tuple[int, int]]:
+        doc = TextDocument(text, "x.log")
+        return list(template_scan.visits(doc, Templates(len(text)), plan, every=4))
+
+    serial = run()
+    monkeypatch.setattr(template_scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setenv(template_scan.WORKERS_ENV, "2")
+    assert template_scan.scan_workers(len(text)) == 2
+    assert run() == serial
+    events_serial = _events(text.decode())
+    monkeypatch.setenv(template_scan.WORKERS_ENV, "1")
+    assert [(e.kind, e.origin.line, e.attrs.get("count")) for e in _events(text.decode())] == \
+        [(e.kind, e.origin.line, e.attrs.get("count")) for e in events_serial]
+
+
+def test_a_failing_worker_pool_falls_back_to_this_process(forced: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _mixed(3000, seed=12).encode()
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS)
+    doc = TextDocument(text, "x.log")
+    serial = list(template_scan.visits(doc, Templates(len(text)), plan))
+    monkeypatch.setattr(template_scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setenv(template_scan.WORKERS_ENV, "2")
+
+    def broken(start: int, end: int) -> None:
+        raise OSError("worker died")
+
+    monkeypatch.setattr(template_scan, "_prepare_shared", broken)
+    assert list(template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan)) == serial
