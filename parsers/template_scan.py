@@ -69,7 +69,7 @@ LEARN_MIN = 64
 #: Rounds of that per chunk at most.
 MAX_ROUNDS = 4
 #: Progress lines the sampling aims to hand over per file (the thinner keeps ~2k of them).
-SAMPLED_TARGET = 4096
+SAMPLED_TARGET = 2560
 
 
 _TOKEN = re.compile(rb"[A-Za-z0-9]+")
