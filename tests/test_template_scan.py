@@ -255,3 +255,14 @@ def test_a_failing_worker_pool_falls_back_to_this_process(forced: None, monkeypa
 
     monkeypatch.setattr(template_scan, "_prepare_shared", broken)
     assert list(template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan)) == serial
+
+
+def test_without_hyperscan_the_same_lines_are_handed_over(forced: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from forensics import textdoc
+
+    text = _mixed(4000, seed=13).encode()
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, tail=BAR_LITERALS,
+                                   sampled=PROGRESS_LITERALS)
+    with_hs = list(template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan, every=4))
+    monkeypatch.setattr(textdoc, "USE_HYPERSCAN", False)
+    assert list(template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan, every=4)) == with_hs
