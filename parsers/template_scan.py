@@ -341,6 +341,8 @@ class _ChunkScan:
         self.size = max(1, size)
         #: line indices of this chunk counted as the continuation of a counted record
         self.consumed: list[Any] = []
+        #: lines handed over per key id whose template the parser has not looked up
+        self.handed: dict[int, int] = {}
 
     def raw_hits(self, pairs: Any) -> Any:
         """Indices of the chunk's lines holding a raw (value) literal, each capped one within its budget."""
@@ -372,7 +374,9 @@ class _ChunkScan:
         table, by_key = self.table, self.templates.by_key
         for g in groups:
             k = int(gids[g])
-            if table.settled[k] or prep.bounds[g + 1] - prep.bounds[g] <= LEARN_MIN or table.cls[k] & WHOLE:
+            bits = int(table.cls[k])
+            if table.settled[k] or prep.bounds[g + 1] - prep.bounds[g] <= LEARN_MIN or bits & WHOLE \
+                    or not bits & PLAIN:  # capped-only lines are read up to their budget anyway
                 continue
             tpl = by_key.get(table.keys[k])
             need = FULL - (tpl.n if tpl is not None else 0)
@@ -408,6 +412,10 @@ class _ChunkScan:
                 table.settled[k] = True
             if not bulk and not capped_only:
                 out.append(occ)
+                if tpl is None:  # a parser that never looks it up (a progress line it skips): nothing to learn
+                    self.handed[k] = self.handed.get(k, 0) + len(occ)
+                    if self.handed[k] >= FULL:
+                        table.settled[k] = True
                 continue
             rel = prep.line_starts[occ]
             if bulk:
@@ -566,7 +574,8 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
                 pairs = _raw_pairs(data[prep.start:prep.end], prep.line_starts, raw_lits)
             fixed.append(scan.raw_hits(pairs))
         strong = (group_cls & (PLAIN | CAPPED)) != 0
-        sampled = ((group_cls & SAMPLED) != 0) & ~strong
+        # a progress line is sampled unless a plain trigger is on it too (an anchor's budget is apart)
+        sampled = ((group_cls & SAMPLED) != 0) & ((group_cls & PLAIN) == 0)
         if sampled.any():
             sampled_only = np.flatnonzero(sampled[prep.local])
             fixed += [sampled_only[(np.arange(len(sampled_only)) + n_sampled) % every == 0], sampled_only[-1:]]

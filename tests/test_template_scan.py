@@ -266,3 +266,15 @@ def test_without_hyperscan_the_same_lines_are_handed_over(forced: None, monkeypa
     with_hs = list(template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan, every=4))
     monkeypatch.setattr(textdoc, "USE_HYPERSCAN", False)
     assert list(template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan, every=4)) == with_hs
+
+
+def test_progress_lines_an_anchor_also_names_are_still_sampled_past_its_budget(forced: None) -> None:
+    """Megatron's iteration line holds the anchor ``number of nan iterations``: its budget spent, the
+    lines are still sampled as progress lines (the series goes on to the end of the file)."""
+    lines = [ITER.format(i=i, c=i * 256, ms=800.0, loss=2.0, nan=0) for i in range(1, 6001)]
+    text = ("\n".join(lines) + "\n").encode()
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, limited=(b"number of nan iterations",),
+                                   tail=BAR_LITERALS, sampled=PROGRESS_LITERALS)
+    got = [no for _, no in template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan,
+                                                 limit=100, every=8)]
+    assert any(no > 5000 for no in got) and len(got) < 1500
