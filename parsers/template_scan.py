@@ -420,9 +420,10 @@ class _ChunkScan:
             rel = prep.line_starts[occ]
             if bulk:
                 assert tpl is not None
-                buckets = (rel + prep.start) * BUCKETS // self.size
-                ub, ui = np.unique(buckets, return_index=True)
-                read = [i for b, i in zip(ub.tolist(), ui.tolist(), strict=True) if b not in tpl.buckets]
+                buckets = (rel + prep.start) * BUCKETS // self.size  # ascending: occ is
+                firsts = np.flatnonzero(np.diff(buckets, prepend=-1))
+                read = [i for b, i in zip(buckets[firsts].tolist(), firsts.tolist(), strict=True)
+                        if b not in tpl.buckets]
             else:
                 read = list(range(len(occ)))
             if capped_only:
