@@ -241,9 +241,10 @@ def _ranks(data: Any, starts: Any) -> set[int]:
     """The ranks named in the prefixes of the lines at ``starts`` (all of one template), read in numpy.
 
     One template has one prefix shape (:func:`~forensics.parsers.templates.raw_rank`): its first line
-    says which, and the column where the rank's digits begin; up to 6 digits are read there from every
-    line whose byte before that column is the same as the first line's (a ``[``). The few others (an
-    NCCL line whose pid has another number of digits) are read one by one."""
+    says which, and the column where the rank's digits begin; the digits there are read from every line
+    whose byte before that column is the same as the first line's (a ``[``), as the distinct 8-byte
+    windows at that column (one per rank). The few others (an NCCL line whose pid has another number
+    of digits) are read one by one."""
     import numpy as np
 
     if not len(starts):
@@ -264,12 +265,13 @@ def _ranks(data: Any, starts: Any) -> set[int]:
                 if rank is not None:
                     ranks.add(rank)
             col = col[here]
-    digits = arr[np.minimum(col[:, None] + np.arange(6), last)].astype(np.int64) - ord("0")
-    going = np.cumprod((digits >= 0) & (digits <= 9), axis=1).astype(bool)
-    value = np.zeros(len(col), np.int64)
-    for k in range(6):
-        value = np.where(going[:, k], value * 10 + digits[:, k], value)
-    ranks.update(np.unique(value[going[:, 0]]).tolist())
+    # The 8 bytes at each rank column, as one 64-bit number: the distinct ones are few (one per rank).
+    window = np.ascontiguousarray(arr[np.minimum(col[:, None] + np.arange(8), last)])
+    for packed in np.unique(window.view(np.uint64).ravel()).tolist():
+        head = int(packed).to_bytes(8, "little")
+        digits = len(head) - len(head.lstrip(DIGITS))
+        if digits:
+            ranks.add(int(head[:digits]))
     return ranks
 
 
