@@ -108,6 +108,11 @@ class TextDocument:
         self._next_report = 0 if hook is not None else sys.maxsize
         self._scanned = False
 
+    def note_read(self, offset: int) -> None:
+        """Tell the progress hook, if its turn has come, that lines up to byte ``offset`` are read."""
+        if offset >= self._next_report:
+            self._report(offset)
+
     def _report(self, offset: int) -> None:
         """Tell the hook that lines up to byte ``offset`` are read (after a scan: its second half)."""
         self._next_report = offset + PROGRESS_STEP

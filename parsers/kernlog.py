@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from forensics.clock import YEAR_INFERRED, YearlessClock
 from forensics.events import Event, Severity, TsSource
+from forensics.parsers import template_scan
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.kernel_messages import (
     LEVEL_NAMES,
@@ -37,7 +38,7 @@ from forensics.parsers.kernel_messages import (
     level_severity,
     mark_link_devices,
 )
-from forensics.parsers.templates import Template, Templates
+from forensics.parsers.templates import Template, Templates, template_key
 from forensics.textdoc import Line, TextDocument
 
 __all__ = [
@@ -131,7 +132,7 @@ class KRecord:
     line: Line
     cont: list[str] = field(default_factory=list)
     nlines: int = 1
-    template: Template | None = None  # a repeated one-line record's template (sparse reading)
+    template: Template | None = None  # a repeated record's template (sparse reading)
 
 
 def head_fraction(head: list[str], matches: Callable[[str], bool]) -> float:
@@ -261,7 +262,6 @@ def _records_sparse(doc: TextDocument, reader: LineReader, literals: Iterable[by
     data = doc.data
     size = len(data)
     templates = Templates(size)
-    number = doc.line_numberer()
     out: list[KRecord] = []
     last_end = -1
 
@@ -273,29 +273,49 @@ def _records_sparse(doc: TextDocument, reader: LineReader, literals: Iterable[by
         if rec is None:
             return
         if tpl is not None:
-            if rec.line.offset != start or rec.nlines != 1:
+            follow = _continuation_keys(data, start, rec.nlines)
+            if rec.line.offset != start or follow is None or tpl.follow not in (None, follow):
                 tpl.simple = False
             else:
+                tpl.follow = follow
                 tpl.last_parsed = start
                 rec.template = tpl
         if rec.line.offset > last_end or tpl is None or rec.template is tpl:
             out.append(rec)
         last_end = max(last_end, _record_end(doc, rec))
 
-    for start in doc.candidate_starts(literals):
+    plan = template_scan.plan_for(tuple(literals))
+    for start, no in template_scan.visits(doc, templates, plan):
         if start <= last_end:
             continue  # inside the record just read
         nl = data.find(b"\n", start)
         end = size if nl < 0 else nl
         tpl = templates.lookup(data, start, end)
-        if tpl is not None and templates.should_skip(tpl, data, start, end):
+        if tpl is not None and templates.should_skip(tpl, data, start, end, no):
             continue
-        read(start, number(start), tpl)
+        read(start, no, tpl)
     for tpl, start, no in templates.pending_tail(doc.line_numberer()):
         if tpl.simple:
             read(start, no, tpl)
     out.sort(key=lambda r: r.line.offset)
     yield from out
+
+
+#: Continuation lines a repeated record may have and still be counted as one template.
+MAX_TEMPLATE_CONTINUATION = 8
+
+
+def _continuation_keys(data: bytes, start: int, nlines: int) -> tuple[bytes, ...] | None:
+    """The template keys of the lines a record starting at ``start`` continues on (None: too many)."""
+    if nlines - 1 > MAX_TEMPLATE_CONTINUATION:
+        return None
+    keys = []
+    pos = start
+    for _ in range(nlines - 1):
+        pos = data.find(b"\n", pos) + 1
+        nl = data.find(b"\n", pos)
+        keys.append(template_key(data[pos:len(data) if nl < 0 else nl]))
+    return tuple(keys)
 
 
 def _record_end(doc: TextDocument, rec: KRecord) -> int:

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from forensics.clock import YEAR_INFERRED
 from forensics.events import EMPTY_ATTRS, Event, Origin, Severity, TsSource
@@ -43,6 +43,7 @@ from forensics.parsers import (
     rank_activity,
     slurm,
     stack_reader,
+    template_scan,
     torchrun,
 )
 from forensics.parsers.base import ParseContext, Record
@@ -252,7 +253,7 @@ class _Scan:
         if text:
             self.segment(line, text)
 
-    def skippable_progress(self, data: bytes, start: int) -> bool:
+    def skippable_progress(self, data: bytes, start: int, no: int = 0) -> bool:
         """The bulk of a long log, judged from raw bytes: a loss dict or a bar whose turn has not come
         in the thinned series, with nothing glued to it and nothing odd in it. Counted, not decoded."""
         thinner = self.thinner
@@ -272,7 +273,7 @@ class _Scan:
         elif _RAW_ODD.search(data, seg + 1, end):
             return False
         thinner.seen = seq + 1
-        self.last_progress = (seq, (start, seg))
+        self.last_progress = (seq, _Skipped(start, seg, no))
         return True
 
     def segment(self, line: Line, text: str) -> None:
@@ -807,17 +808,16 @@ class _Scan:
     def finish(self) -> list[Event]:
         self.flush_assert()
         last = self.last_progress
-        if last is not None and len(last[1]) == 2:
-            held_line, held = last[1]
-            if isinstance(held_line, int):  # skipped from raw bytes: decode it now
-                start, seg = held_line, held
+        if last is not None and (isinstance(last[1], _Skipped) or len(last[1]) == 2):
+            if isinstance(last[1], _Skipped):  # skipped from raw bytes: decode it now
+                start, seg, no = last[1]
                 nl = self.doc.data.find(b"\n", seg)
                 end = len(self.doc.data) if nl < 0 else nl
                 text = self.doc.data[seg:end].decode("utf-8", "replace")
-                line = Line(self.doc.line_numberer()(start), start, text)
+                line = Line(no or self.doc.line_numberer()(start), start, text)
                 body = split_body(clean(text), self.srun)
             else:
-                line, body = held_line, held
+                line, body = last[1]
             t = body.text.strip()
             attrs = progress.parse_progress(t)
             last = None
@@ -837,6 +837,15 @@ class _Scan:
         return out
 
 
+class _Skipped(NamedTuple):
+    """A progress line judged from raw bytes and not decoded: where it starts, its last bar segment,
+    its line number (0 when not counted)."""
+
+    start: int
+    seg: int
+    no: int
+
+
 def _source_like(s: str) -> bool:
     """A line that can sit between frames of a pasted traceback: source code or caret markers."""
     if s.startswith(("[", "{", "#")) or s.endswith(":") and " " not in s:
@@ -850,23 +859,30 @@ def scan(doc: TextDocument, ctx: ParseContext, generic: bool = False) -> Iterato
     literals = TRIGGER_LITERALS + (_NOTABLE_GENERIC if generic else ())
     every = state.thinner.stride
     state.thinner.stride = 1  # the scan already keeps one progress line in ``every``
-    starts = doc.candidate_starts(literals + ANOMALY_LITERALS, limited=ctx.notable, limit=NOTABLE_LINES,
-                                  tail=BAR_LITERALS, sampled=PROGRESS_LITERALS, every=every)
-    all_literals = literals + tuple(ctx.notable) + BAR_LITERALS
-    number = doc.line_numberer()
     data = doc.data
-    skip = state.skippable_progress
     templates = Templates(len(data))
+    starts: Iterable[tuple[int, int]]
+    if len(data) >= template_scan.MIN_BYTES:
+        plan = template_scan.plan_for(literals + ANOMALY_LITERALS, limited=tuple(ctx.notable), tail=BAR_LITERALS,
+                                      sampled=PROGRESS_LITERALS)
+        starts = template_scan.visits(doc, templates, plan, limit=NOTABLE_LINES, every=every)
+    else:
+        starts = ((start, 0) for start in doc.candidate_starts(
+            literals + ANOMALY_LITERALS, limited=ctx.notable, limit=NOTABLE_LINES, tail=BAR_LITERALS,
+            sampled=PROGRESS_LITERALS, every=every))
+    all_literals = literals + tuple(ctx.notable) + BAR_LITERALS
+    number = doc.line_numberer()  # for lines whose number the scan did not give
+    skip = state.skippable_progress
     size = len(data)
-    for start in starts:
-        if skip(data, start):
+    for start, known_no in starts:
+        if skip(data, start, known_no):
             continue
         nl = data.find(b"\n", start)
         end = size if nl < 0 else nl
         tpl = templates.lookup(data, start, end)
-        if tpl is not None and templates.should_skip(tpl, data, start, end):
+        if tpl is not None and templates.should_skip(tpl, data, start, end, known_no):
             continue
-        no = number(start)
+        no = known_no or number(start)
         mark = state.mark() if tpl is not None else ()
         for line in doc.lines_at(start, no, all_literals):
             if line.no not in state.taken:

@@ -100,10 +100,13 @@ def test_dmesg_storm_is_counted_and_the_aer_signature_still_fires(monkeypatch: p
     assert {"xid-79-fallen-off-bus", "pcie-aer"} <= found
 
 
-def test_templates_mask_numbers_and_padding_only() -> None:
-    data = b"[    5.1] a 1\n[  123.4] a 22\n[  123.4] b 22\n"
+def test_templates_delete_digits_only() -> None:
+    """A template is the line without its digits: numbers of any length are one template; the words
+    and the spacing around them are not masked (a literal with a space in it still means what it says)."""
+    data = b"[  125.1] a 1\n[  123.4] a 22\n[  123.4] b 22\n[    5.1] a 1\n"
     t = Templates(len(data))
     a = t.lookup(data, 0, 13)
     assert a is not None and t.lookup(data, 14, 28) is a
     assert t.lookup(data, 29, 43) is not a
+    assert t.lookup(data, 44, 57) is not a  # padded otherwise: another template
     assert t.lookup(b"x\ry", 0, 3) is None  # a bar redraw is never a template

@@ -1,0 +1,280 @@
+"""The per-chunk template pre-pass (parsers/template_scan.py): the lines it hands over, what it counts
+instead, and that analyses read through it say what the line-by-line scan says."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from forensics.analysis import analyze
+from forensics.events import Event
+from forensics.match.evaluate import evaluate
+from forensics.parsers import ParseContext, dmesg, kernlog, template_scan
+from forensics.parsers.process_output import (
+    ANOMALY_LITERALS,
+    BAR_LITERALS,
+    PROGRESS_LITERALS,
+    TRIGGER_LITERALS,
+    scan,
+)
+from forensics.parsers.templates import FULL, Templates, raw_rank, template_key
+from forensics.textdoc import TextDocument
+
+ROOT = Path(__file__).resolve().parent
+
+WARN = ("[rank{r}]:[W1129 15:{m:02d}:{s:02d}.{ns:09d} ProcessGroupNCCL.cpp:{ln}] Warning: "
+        "TORCH_NCCL_AVOID_RECORD_STREAMS=1 has no effect for point-to-point collectives. (function operator())")
+NCCL = "node-a{h}:{pid}:{tid} [{r}] NCCL INFO Channel {c:02d}/0 : {r}[{r}] -> {n}[{n}] via P2P/IPC/read"
+ITER = (" iteration {i:8d}/  100000 | consumed samples: {c:10d} | elapsed time per iteration (ms): {ms:.1f} | "
+        "learning rate: 2.000E-05 | global batch size:   256 | lm loss: {loss:.6E} | loss scale: 1.0 | "
+        "grad norm: 0.512 | number of skipped iterations:   0 | number of nan iterations: {nan:3d} |")
+BAR = "\r {p:3d}%|{fill}| {i}/100000 [12:34<1:23:45,  {r:.2f}it/s]"
+DICT = "{{'loss': {loss:.4f}, 'grad_norm': {g}, 'learning_rate': 2e-05, 'epoch': {e:.2f}}}"
+WATCHDOG = ("[rank3]:[E1129 15:59:07.408271257 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, "
+            "Timeout(ms)=600000) ran for 600015 milliseconds before timing out.")
+XID = "[ 8123.456789] NVRM: Xid (PCI:0000:3b:00): 79, pid=48211, name=python3, GPU has fallen off the bus."
+
+
+@pytest.fixture
+def forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every document through the pre-pass, in small chunks (so records and templates cross them)."""
+    monkeypatch.setattr(template_scan, "MIN_BYTES", 0)
+    monkeypatch.setattr(template_scan, "CHUNK_FIRST", 2048)
+    monkeypatch.setattr(template_scan, "CHUNK_MAX", 16384)
+
+
+def _mixed(n: int, seed: int, crlf: bool = False) -> str:
+    """A training log of ``n`` lines: NCCL chatter, c10d warnings, Megatron lines, bars, loss dicts; one
+    NaN loss, one non-zero nan-iteration counter, a watchdog timeout and an Xid near the end."""
+    rnd = random.Random(seed)
+    out = []
+    it = 0
+    for i in range(n):
+        r = rnd.randrange(8)
+        x = rnd.random()
+        if i == n - 40:
+            line = WATCHDOG
+        elif i == n - 20:
+            line = XID
+        elif i == n // 2:
+            line = DICT.format(loss=1.5, g="nan", e=0.5)
+        elif i == n // 3:
+            line = ITER.format(i=it, c=it * 256, ms=801.0, loss=2.5, nan=3)
+        elif x < 0.35:
+            line = NCCL.format(h=12, pid=48211 + r, tid=48300 + r, r=r, c=rnd.randrange(32), n=(r + 1) % 8)
+        elif x < 0.5:
+            it += 1
+            line = ITER.format(i=it, c=it * 256, ms=800 + rnd.random() * 40, loss=2 + rnd.random(), nan=0)
+        elif x < 0.62:
+            line = DICT.format(loss=1 + rnd.random(), g=f"{rnd.random():.4f}", e=it / 10000)
+        elif x < 0.74:
+            p = it % 100
+            line = BAR.format(p=p, fill="#" * (p // 10) + " " * (10 - p // 10), i=it, r=1 + rnd.random())
+        elif x < 0.9:
+            line = WARN.format(r=r, m=rnd.randrange(60), s=rnd.randrange(60), ns=rnd.randrange(10**9),
+                               ln=rnd.randrange(500, 5000))
+        else:
+            line = f"[{1000 + i / 1000:12.6f}] some benign line number {i}"
+        out.append(line)
+    eol = "\r\n" if crlf else "\n"
+    return eol.join(out) + eol
+
+
+def _events(text: str) -> list[Event]:
+    doc = TextDocument.from_bytes(text.encode(), "train.log")
+    return list(scan(doc, ParseContext(path="train.log", source="file:train.log", year=2026)))  # type: ignore[misc]
+
+
+def test_value_literals_are_the_ones_whose_digits_are_a_value() -> None:
+    assert template_scan.value_literal(b"error=59") and template_scan.value_literal(b"'loss': 0.0,")
+    assert template_scan.value_literal(b"0x00000116 (") and template_scan.value_literal(b"ZeRO-3")
+    assert template_scan.value_literal(b"nan iterations:   1")
+    assert not template_scan.value_literal(b"via P2P") and not template_scan.value_literal(b"[10de:")
+    assert not template_scan.value_literal(b"transport/p2p.cc") and not template_scan.value_literal(b"D3cold")
+    assert not template_scan.value_literal(b"Traceback")
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+def test_visits_hold_every_candidate_line_with_its_number(forced: None, crlf: bool) -> None:
+    """With nothing learned yet (no template judged simple), the pre-pass hands over every line the
+    line-by-line literal scan finds (the progress lines sampled alike), each with its line number."""
+    text = _mixed(3000, seed=5, crlf=crlf).encode()
+    doc = TextDocument(text, "x.log")
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, tail=BAR_LITERALS,
+                                   sampled=PROGRESS_LITERALS)
+    got = list(template_scan.visits(doc, Templates(len(text)), plan))
+    want = doc.candidate_starts(TRIGGER_LITERALS + ANOMALY_LITERALS, tail=BAR_LITERALS, sampled=PROGRESS_LITERALS)
+    assert set(want) <= {start for start, _ in got}
+    assert [start for start, _ in got] == sorted({start for start, _ in got})
+    for start, no in got:
+        assert doc.line_no_at(start) == no
+    # a value literal is looked for in the raw bytes: the non-zero nan counter is handed over
+    nan_line = next(i for i, line in enumerate(text.split(b"\n")) if b"nan iterations:   3" in line)
+    assert nan_line + 1 in {no for _, no in got}
+
+
+def test_progress_lines_are_sampled_and_anomalies_kept(forced: None) -> None:
+    text = _mixed(6000, seed=9).encode()
+    doc = TextDocument(text, "x.log")
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, tail=BAR_LITERALS,
+                                   sampled=PROGRESS_LITERALS)
+    got = {no for _, no in template_scan.visits(doc, Templates(len(text)), plan, every=16)}
+    lines = text.split(b"\n")
+    progress = [i + 1 for i, line in enumerate(lines) if b"iteration " in line and b"nan iterations:   0" in line]
+    assert 0 < len(got & set(progress)) < len(progress) / 4  # sampled
+    assert next(i + 1 for i, line in enumerate(lines) if b"'grad_norm': nan" in line) in got
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_repeated_lines_are_counted_with_their_ranks_as_the_line_scan_counts_them(
+        forced: None, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _mixed(8000, seed=seed)
+    through = _events(text)
+    monkeypatch.setattr(template_scan, "MIN_BYTES", 1 << 40)
+    line_by_line = _events(text)
+    true_count = sum(1 for line in text.split("\n") if "TORCH_NCCL_AVOID_RECORD_STREAMS" in line)
+    for events in (through, line_by_line):
+        warns = [e for e in events if "TORCH_NCCL_AVOID_RECORD_STREAMS" in e.message]
+        assert FULL <= len(warns) < true_count / 4
+        assert warns[0].attrs["count"] == true_count
+        assert warns[0].attrs["ranks"] == list(range(8))
+        assert warns[-1].origin.line == max(i + 1 for i, line in enumerate(text.split("\n"))
+                                            if "TORCH_NCCL_AVOID_RECORD_STREAMS" in line)
+        kinds = {e.kind for e in events}
+        assert {"c10d", "progress"} <= kinds
+        assert any("Watchdog caught" in e.message for e in events)
+        assert any(e.kind == "progress" and e.severity.name == "WARNING" for e in events)  # the NaN
+
+
+def test_nccl_prefix_ranks_are_read_for_counted_lines(forced: None) -> None:
+    lines = [NCCL.format(h=7, pid=100 + r * 1000, tid=5 + r, r=r, c=i % 32, n=(r + 1) % 8)
+             for i in range(4000) for r in [i % 5 if i < 3990 else 7]]
+    starts = []
+    pos = 0
+    for line in lines:
+        starts.append(pos)
+        pos += len(line) + 1
+    import numpy as np
+
+    raw = ("\n".join(lines) + "\n").encode()
+    assert template_scan._ranks(raw, np.array(starts)) == {0, 1, 2, 3, 4, 7}
+    assert {raw_rank(raw, s) for s in starts} == {0, 1, 2, 3, 4, 7}
+
+
+def test_analysis_through_the_pre_pass_says_what_the_line_scan_says(tmp_path: Path, forced: None,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(_mixed(12000, seed=4))
+    through = analyze([str(log)])
+    monkeypatch.setattr(template_scan, "MIN_BYTES", 1 << 40)
+    line_by_line = analyze([str(log)])
+    assert through.verdict is not None and line_by_line.verdict is not None
+    assert through.verdict.root_cause.signature == line_by_line.verdict.root_cause.signature
+    assert through.verdict.root_cause.signature == "xid-79-fallen-off-bus"
+    assert [f.signature for f in through.findings] == [f.signature for f in line_by_line.findings]
+
+
+AER = ("[{t:12.6f}] pcieport 0000:3a:01.0: AER: Corrected error received: 0000:3b:00.0\n"
+       "[{t:12.6f}] nvidia 0000:3b:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)\n"
+       "[{t:12.6f}] nvidia 0000:3b:00.0:   device [10de:2330] error status/mask=00000001/0000e000\n"
+       "[{t:12.6f}] nvidia 0000:3b:00.0:    [ 0] RxErr                  (First)\n")
+
+
+def test_kernel_records_with_continuation_lines_are_counted_whole(tmp_path: Path, forced: None,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corrected-AER report continues on two indented lines: repeated, the whole record is counted
+    (its continuation lines never read as records of their own), and the fatal error after the storm
+    is still found."""
+    monkeypatch.setattr(kernlog, "FULL_PARSE_BYTES", 0)  # the sparse (big-log) path
+    rnd = random.Random(2)
+    parts = []
+    t = 10000.0
+    for i in range(3000):
+        t += rnd.random()
+        parts.append(AER.format(t=t) if i % 3 else f"[{t:12.6f}] EXT4-fs (nvme0n1p2): re-mounted. Opts: (null)\n")
+    parts.append(f"[{t + 5:12.6f}] pcieport 0000:3a:01.0: AER: Uncorrected (Fatal) error received: 0000:3b:00.0\n")
+    parts.append(f"[{t + 6:12.6f}] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python3, GPU has fallen off the bus.\n")
+    log = tmp_path / "dmesg.log"
+    log.write_text("".join(parts))
+    doc = TextDocument(log.read_bytes(), str(log))
+    ctx = ParseContext(path=str(log), source="file:dmesg.log", year=2026)
+    events = list(dmesg.PARSER.parse(doc, ctx))  # type: ignore[misc]
+    assert not any(e.message.lstrip().startswith(("device [10de", "[ 0] RxErr")) for e in events)
+    bus = [e for e in events if "PCIe Bus Error" in e.message]
+    assert 0 < len(bus) < 400
+    counted = [e for e in bus if "count" in e.attrs]
+    assert counted and counted[0].attrs["count"] == 2000
+    result = analyze([str(log)])
+    assert result.verdict is not None and result.verdict.root_cause.signature == "xid-79-fallen-off-bus"
+
+
+def test_the_corpus_reads_the_same_through_the_pre_pass(forced: None) -> None:
+    report = evaluate(ROOT / "corpus")
+    correct, cases = report.top1
+    assert cases >= 60 and correct == cases and report.false_alarms[0] == 0
+
+
+def test_template_key_deletes_digits() -> None:
+    assert template_key(b"[rank12]: step 5000 loss 0.25") == b"[rank]: step  loss ."
+
+
+def test_worker_processes_prepare_the_same_plan(forced: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks cut by forked worker processes give the lines the in-process pre-pass gives."""
+    text = _mixed(9000, seed=11).encode()
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, tail=BAR_LITERALS,
+                                   sampled=PROGRESS_LITERALS)
+
+    def run() -> list[tuple[int, int]]:
+        doc = TextDocument(text, "x.log")
+        return list(template_scan.visits(doc, Templates(len(text)), plan, every=4))
+
+    serial = run()
+    monkeypatch.setattr(template_scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setenv(template_scan.WORKERS_ENV, "2")
+    assert template_scan.scan_workers(len(text)) == 2
+    assert run() == serial
+    events_serial = _events(text.decode())
+    monkeypatch.setenv(template_scan.WORKERS_ENV, "1")
+    assert [(e.kind, e.origin.line, e.attrs.get("count")) for e in _events(text.decode())] == \
+        [(e.kind, e.origin.line, e.attrs.get("count")) for e in events_serial]
+
+
+def test_a_failing_worker_pool_falls_back_to_this_process(forced: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _mixed(3000, seed=12).encode()
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS)
+    doc = TextDocument(text, "x.log")
+    serial = list(template_scan.visits(doc, Templates(len(text)), plan))
+    monkeypatch.setattr(template_scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setenv(template_scan.WORKERS_ENV, "2")
+
+    def broken(start: int, end: int) -> None:
+        raise OSError("worker died")
+
+    monkeypatch.setattr(template_scan, "_prepare_shared", broken)
+    assert list(template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan)) == serial
+
+
+def test_without_hyperscan_the_same_lines_are_handed_over(forced: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from forensics import textdoc
+
+    text = _mixed(4000, seed=13).encode()
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, tail=BAR_LITERALS,
+                                   sampled=PROGRESS_LITERALS)
+    with_hs = list(template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan, every=4))
+    monkeypatch.setattr(textdoc, "USE_HYPERSCAN", False)
+    assert list(template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan, every=4)) == with_hs
+
+
+def test_progress_lines_an_anchor_also_names_are_still_sampled_past_its_budget(forced: None) -> None:
+    """Megatron's iteration line holds the anchor ``number of nan iterations``: its budget spent, the
+    lines are still sampled as progress lines (the series goes on to the end of the file)."""
+    lines = [ITER.format(i=i, c=i * 256, ms=800.0, loss=2.0, nan=0) for i in range(1, 6001)]
+    text = ("\n".join(lines) + "\n").encode()
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, limited=(b"number of nan iterations",),
+                                   tail=BAR_LITERALS, sampled=PROGRESS_LITERALS)
+    got = [no for _, no in template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan,
+                                                 limit=100, every=8)]
+    assert any(no > 5000 for no in got) and len(got) < 1500
