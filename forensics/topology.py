@@ -283,10 +283,11 @@ def _attach(topo: Topology) -> None:
                 continue
             widths = f"x{wn:g} link while GPU {wide.index} runs x{ww:g}; path {p.link}, only through the host"
             if _from_tree(narrow):  # the tree has the last word; agreeing numbers are added to its reason
-                if narrow.attachment == "chipset":
-                    narrow.why += f"; {widths}"
-                continue
-            narrow.attachment, narrow.why = "chipset", widths
+                if narrow.attachment != "chipset":
+                    continue
+                narrow.why += f"; {widths}"
+            else:
+                narrow.attachment, narrow.why = "chipset", widths
             if not wide.attachment:
                 wide.attachment, wide.why = "cpu", f"x{ww:g}, the peer of chipset-attached GPU {narrow.index}"
 
