@@ -299,3 +299,46 @@ def test_a_shared_switch_is_in_the_text_and_json_and_a_tree_of_any_bytes_never_r
             place(tree, gpu)
 
     fuzz()
+
+
+def test_the_tree_and_list_sections_of_an_nvidia_bug_report_are_read() -> None:
+    """nvidia-bug-report.sh writes ``lspci -nntv`` then ``lspci -nn``. Shape: its rulers and headers; the
+    lines are those of the B550 sample with the ids its page's IOMMU listing gives."""
+    ruler = "_" * 44
+    text = "\n".join([
+        ruler, "", "Start of NVIDIA bug report log file.  Please include this file, along", "",
+        "nvidia-bug-report.sh Version: 33782476", "", ruler, "", "/usr/bin/lspci -nntv", "",
+        "-[0000:00]-+-00.0  Advanced Micro Devices, Inc. [AMD] Starship/Matisse Root Complex [1022:1480]",
+        "           +-01.2-[02-07]--+-00.0  Advanced Micro Devices, Inc. [AMD] 500 Series Chipset USB 3.1 XHCI "
+        "Controller [1022:43ee]",
+        "           |               \\-00.2-[03-07]----00.0-[04]----00.0  NVIDIA Corporation GP106 [GeForce GTX "
+        "1060 3GB] [10de:1c02]",
+        "           \\-03.1-[08]--+-00.0  NVIDIA Corporation GP106 [GeForce GTX 1060 3GB] [10de:1c02]",
+        "                        \\-00.1  NVIDIA Corporation GP106 High Definition Audio Controller [10de:10f1]",
+        "", ruler, "", "/usr/bin/lspci -nn", "",
+        "00:00.0 Host bridge [0600]: Advanced Micro Devices, Inc. [AMD] Starship/Matisse Root Complex [1022:1480]",
+        "00:01.2 PCI bridge [0604]: Advanced Micro Devices, Inc. [AMD] Starship/Matisse GPP Bridge [1022:1483]",
+        "02:00.0 USB controller [0c03]: Advanced Micro Devices, Inc. [AMD] 500 Series Chipset USB 3.1 XHCI "
+        "Controller [1022:43ee]",
+        "02:00.2 PCI bridge [0604]: Advanced Micro Devices, Inc. [AMD] 500 Series Chipset Switch Upstream Port "
+        "[1022:43e9]",
+        "03:00.0 PCI bridge [0604]: Advanced Micro Devices, Inc. [AMD] Device [1022:43ea]",
+        "04:00.0 VGA compatible controller [0300]: NVIDIA Corporation GP106 [GeForce GTX 1060 3GB] [10de:1c02] "
+        "(rev a1)",
+        "08:00.0 VGA compatible controller [0300]: NVIDIA Corporation GP106 [GeForce GTX 1060 3GB] [10de:1c02] "
+        "(rev a1)",
+        "", ruler, ""])
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "nvidia-bug-report.log"
+        path.write_text(text)
+        a = analyze([str(path)])
+    assert a.sources[0].kind == "nvidia-bug-report"
+    gpus = {g.gpu: g for g in a.topology.gpus}
+    assert gpus["0000:08:00.0"].attachment == "cpu"
+    chip = gpus["0000:04:00.0"]
+    assert chip.attachment == "chipset" and chip.placement is not None
+    assert chip.placement.hops[1].name == ("Advanced Micro Devices, Inc. [AMD] 500 Series Chipset Switch Upstream Port "
+                                           "[1022:43e9]")
+    assert "switch upstream 0000:02:00.2 is the chipset's" in chip.why
