@@ -114,7 +114,8 @@ class PciTree:
 
     devices: dict[str, PciDevice] = field(default_factory=dict)
     roots: set[tuple[int, int]] = field(default_factory=set)
-    _by_secondary: dict[tuple[int, int], PciDevice] | None = field(default=None, repr=False)
+    _by_secondary: dict[tuple[int, int], PciDevice] | None = field(default=None, init=False, repr=False,
+                                                                     compare=False)
 
     def add(self, dev: PciDevice) -> None:
         known = self.devices.get(dev.bdf)
@@ -137,7 +138,7 @@ class PciTree:
     def from_attrs(cls, attrs: Any) -> PciTree:
         tree = cls()
         rows = attrs.get("devices") if hasattr(attrs, "get") else None
-        for row in rows if isinstance(rows, list) else []:
+        for row in rows if isinstance(rows, list | tuple) else ():
             dev = PciDevice.from_attr(row)
             if dev is not None:
                 tree.add(dev)
@@ -148,9 +149,12 @@ class PciTree:
         return tree
 
     def bridge_to(self, domain: int, bus: int) -> PciDevice | None:
-        """The bridge whose secondary bus is ``bus`` (the parent of the devices on it)."""
+        """The bridge whose secondary bus is ``bus`` (the parent of the devices on it). A bridge whose
+        secondary bus is not above its own (``secondary=00`` of a port the firmware left unconfigured) is
+        the parent of nothing."""
         if self._by_secondary is None:
-            self._by_secondary = {(d.domain, d.secondary): d for d in self.devices.values() if d.secondary is not None}
+            self._by_secondary = {(d.domain, d.secondary): d for d in self.devices.values()
+                                  if d.secondary is not None and d.secondary > d.bus}
         return self._by_secondary.get((domain, bus))
 
     def chain(self, bdf: str) -> list[PciDevice]:

@@ -109,10 +109,15 @@ class LspciTreeParser:
     )
 
     def detect(self, head: list[str]) -> float:
-        for i, text in enumerate(head[:40]):
+        """Sure when the drawing is most of the head; when it is a small part of other text (a pasted
+        issue with a traceback below), only ahead of the catch-all, so that a parser of that text wins."""
+        lines = [t for t in head[:40] if t.strip()]
+        for i, text in enumerate(lines):
             if _ROOT_LINE.search(text):
-                rest = head[i + 1:i + 6]
-                return 0.95 if any(_CONT_LINE.match(t) for t in rest) else 0.9
+                drawn = 1 + sum(1 for t in lines[i + 1:] if _CONT_LINE.match(t) or _ROOT_LINE.search(t))
+                if drawn < 0.5 * len(lines):
+                    return 0.4
+                return 0.95 if drawn > 1 else 0.9
         return 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:

@@ -342,3 +342,12 @@ def test_the_tree_and_list_sections_of_an_nvidia_bug_report_are_read() -> None:
     assert chip.placement.hops[1].name == ("Advanced Micro Devices, Inc. [AMD] 500 Series Chipset Switch Upstream Port "
                                            "[1022:43e9]")
     assert "switch upstream 0000:02:00.2 is the chipset's" in chip.why
+
+
+def test_a_small_tree_above_a_traceback_leaves_the_file_to_the_process_output_reader(tmp_path: Path) -> None:
+    train = Path(__file__).parent / "corpus" / "cases" / "windows-unknown-error-optimizer-step" / "train.log"
+    pasted = tmp_path / "issue.txt"
+    pasted.write_bytes((DATA / "l2fwd-nv-v100-plx.txt").read_bytes() + b"\n" + train.read_bytes())
+    a = analyze([str(pasted)])
+    assert a.sources[0].kind != "lspci-tree"
+    assert a.verdict.root_cause_id == analyze([str(train)]).verdict.root_cause_id == "cuda-unknown-error"
