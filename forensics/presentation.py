@@ -50,6 +50,9 @@ _CANDIDATES = 6
 _MAX_PREFIX = 100
 _MAX_LABEL = 64
 _STREAM_KINDS = ("process-output", "nccl-debug", "slurm", "plaintext")
+#: Formats read by column (the ``lspci -t`` drawing): a prefix peeled with the blanks after it would
+#: shift each line's columns by a different amount, so these read their own margin (``> `` quoting).
+_COLUMN_KINDS = ("lspci-tree",)
 
 _TOKEN = re.compile(r"[A-Za-z]+|\d+|[ \t]+|.", re.S)
 _KV = re.compile(r"\b(rank|pid|ip|host|node|pod)=([\w.:-]+)")
@@ -398,6 +401,8 @@ def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
         if raw_kind is None:
             raw_kind = _detect(lines)
         new_kind = _detect(peeled)
+        if raw_kind[0] in _COLUMN_KINDS and new_kind[0] == raw_kind[0]:
+            return None
         stamp_after_label = after_label and _DATED.match(prefixes[0]) is not None
         if stamp_after_label:  # a log collector's receipt stamp after its label (kubectl --prefix --timestamps)
             if raw_kind is None:

@@ -229,11 +229,13 @@ def _time_lines(timeline: Timeline, full: bool = False) -> list[str]:
 
 
 def _topology_lines(analysis: Analysis) -> list[str]:
-    """PCIe facts: each GPU's link (now vs max, chipset/switch attachment) and the paths between GPUs;
-    shown when there are several GPUs or a link below its maximum."""
+    """PCIe facts: each GPU's link (now vs max, chipset/switch attachment, its lspci chain) and the paths
+    between GPUs; shown when there are several GPUs, a link below its maximum or a GPU behind the
+    chipset or a switch."""
     topo = analysis.topology
     below = any(g.width is not None and g.width_max is not None and g.width < g.width_max for g in topo.gpus)
-    if not topo.paths and not below and len(topo.gpus) < 2:
+    behind = any(g.attachment in ("chipset", "switch") for g in topo.gpus)
+    if not topo.paths and not below and not behind and len(topo.gpus) < 2:
         return []
     out = ["", "  PCIe topology (facts):"]
     for fact in topo.facts():

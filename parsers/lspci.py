@@ -1,10 +1,15 @@
-"""``lspci -vv``/``-vvv`` (also ``-nn``, ``-D``, the ``-xxxx`` dumps of nvidia-bug-report): device
-headers and their PCIe ``LnkCap``/``LnkSta`` lines.
+"""``lspci -vv``/``-vvv`` (also ``-nn``, ``-D``, the ``-xxxx`` dumps of nvidia-bug-report) and the plain
+``lspci`` / ``lspci -nn`` list: device headers and their PCIe ``LnkCap``/``LnkSta`` lines.
 
 NVIDIA display devices (vendor 10de or "NVIDIA") give a ``gpu-info`` event; their link status a
 ``pcie-link`` event (``gen``/``width`` now and at most). A link excerpt pasted without its device
 header is kept too (``gpu`` unknown). Speed below capability is normal at idle (GPUs drop to Gen1
 to save power) and is reported at info; a narrower width is a warning.
+
+When the text lists bridges, one ``pci-tree`` event at the end carries every device's name and class,
+each bridge's ``Bus: primary=…, secondary=…, subordinate=…`` and its ``Express (v2) Root Port`` /
+``Upstream Port`` / ``Downstream Port`` type (:class:`forensics.pcitree.PciTree`): the names and
+port types that an ``lspci -tv`` drawing of the same host lacks, or the whole tree by itself.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Iterator
 from forensics.events import Severity
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.nvidia_smi_common import normalize_bus_id, smi_event
+from forensics.pcitree import PciDevice, PciTree
 from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER", "gen_of_speed"]
@@ -24,6 +30,9 @@ _LNK = re.compile(r"^\s*(LnkCap|LnkSta):\s*(.*)$")
 _SPEED = re.compile(r"Speed\s+(\d+(?:\.\d+)?)GT/s(?:\s*\((downgraded|ok)\))?")
 _WIDTH = re.compile(r"Width\s+x(\d+)(?:\s*\((downgraded|ok)\))?")
 _GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+_BUS = re.compile(r"^\s+Bus:\s*primary=([0-9a-fA-F]{2}),\s*secondary=([0-9a-fA-F]{2}),\s*subordinate=([0-9a-fA-F]{2})")
+_PORT = re.compile(r"^\s+Capabilities:.*\bExpress(?: \(v\d\))? (Root Port|Upstream Port|Downstream Port)")
+_SUFFIX = re.compile(r"\s*\((?:rev [0-9a-fA-F]+|prog-if [^)]*)\)\s*$")
 
 
 def gen_of_speed(gts: float) -> int | None:
@@ -47,6 +56,18 @@ class _Dev:
     @property
     def wanted(self) -> bool:
         return self.line is None or (self.nvidia and self.display)
+
+
+def _device_name(desc: str) -> str:
+    """The device's name without lspci's ``(rev a1)`` / ``(prog-if 00 [VGA controller])`` tails."""
+    prev = None
+    while prev != desc:
+        prev, desc = desc, _SUFFIX.sub("", desc)
+    return desc.strip()
+
+
+def _class_name(cls: str) -> str:
+    return re.sub(r"\s*\[[0-9a-fA-F]{4}\]$", "", cls.strip())
 
 
 class LspciParser:
@@ -74,19 +95,34 @@ class LspciParser:
         if head and _DEVICE.match(head[0]) and re.search(r"^\s+(Subsystem|Capabilities|Kernel driver in use):",
                                                          text, re.M):
             return 0.85
+        lines = [t for t in head[:60] if t.strip()]
+        listed = sum(1 for t in lines if _DEVICE.match(t))
+        if listed >= 3 and listed >= 0.8 * len(lines):  # the plain `lspci` / `lspci -nn` list
+            return 0.8
         return 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
         dev = _Dev(None, None, "", "")
+        tree, pci, first = PciTree(), None, None
         for line in doc.lines():
             text = line.text
             m = _DEVICE.match(text)
             if m:
                 bus = normalize_bus_id(m.group(1))
                 dev = _Dev(line, bus, m.group(2), m.group(3))
+                pci = PciDevice(bus, _device_name(m.group(3)), _class_name(m.group(2))) if bus else None
+                if pci is not None:
+                    tree.add(pci)
+                    first = first or line
                 if dev.wanted:
                     yield smi_event(ctx, ctx.origin(line), "gpu-info", f"{bus}: {m.group(3).strip()}", gpu=bus,
                                     attrs={"tool": self.name, "pci": bus, "class": m.group(2), "name": m.group(3)})
+                continue
+            if pci is not None and (bm := _BUS.match(text)):
+                pci.secondary, pci.subordinate = int(bm.group(2), 16), int(bm.group(3), 16)
+                continue
+            if pci is not None and (pm := _PORT.match(text)):
+                pci.port = pm.group(1)
                 continue
             lm = _LNK.match(text)
             if not lm or not dev.wanted:
@@ -112,6 +148,11 @@ class LspciParser:
                             f"{state}", gpu=dev.bus,
                             severity=Severity.WARNING if width_down else Severity.INFO, attrs=attrs,
                             detail=f"{text.strip()}")
+        if first is not None and any(d.is_bridge for d in tree.devices.values()):
+            bridges = sum(1 for d in tree.devices.values() if d.is_bridge)
+            yield smi_event(ctx, ctx.origin(first), "pci-tree",
+                            f"PCI devices: {len(tree.devices)}, {bridges} bridges (names, classes, bus ranges)",
+                            attrs={"tool": self.name, **tree.to_attrs()})
 
 
 PARSER = LspciParser()

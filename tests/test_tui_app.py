@@ -400,3 +400,27 @@ async def test_overview_names_the_chipset_attached_gpu_of_the_first_report() -> 
         assert "Cause: the cross-GPU PCIe path over the chipset" in text
         assert "PCIe" in text and "GPU 1 (0000:0c:00.0) behind the chipset" in " ".join(text.split())
         assert "GPU 0 ↔ GPU 1:" in text
+
+
+@headless
+async def test_overview_names_a_gpu_the_lspci_tree_puts_behind_the_chipset() -> None:
+    data = ROOT / "tests" / "data" / "lspci_tree"
+    app = ForensicsApp([str(data / "lpic-laptop-mx150-tree.txt"), str(data / "lpic-laptop-mx150-lspci.txt")])
+    async with app.run_test(size=(140, 45)) as pilot:
+        await opened(pilot)
+        text = " ".join(" ".join(screen(app).split()).split("│"))
+        joined = " ".join(text.split())
+        assert "PCIe" in text and "GPU 0000:01:00.0 behind the chipset (lspci tree: root port 0000:00:1c.0" in joined
+
+
+@headless
+async def test_overview_says_which_gpus_share_a_switch(tmp_path: Path) -> None:
+    from test_lspci_tree import smi_q_text
+
+    smi = tmp_path / "nvidia-smi-q.txt"
+    smi.write_text(smi_q_text(["0000:06:00.0", "0000:07:00.0"]))
+    app = ForensicsApp([str(ROOT / "tests" / "data" / "lspci_tree" / "k1-m60-plx-quoted.txt"), str(smi)])
+    async with app.run_test(size=(160, 45)) as pilot:
+        await opened(pilot)
+        joined = " ".join(" ".join(screen(app).split()).split("│"))
+        assert "GPU 0000:06:00.0 and GPU 0000:07:00.0 share the PCIe switch at 0000:04:00.0" in " ".join(joined.split())

@@ -148,7 +148,7 @@ def _render(analysis: Analysis, data: dict[str, Any], raw_lines: int, packages: 
     out += _run(data)
     out += _hardware(data, topology)
     if facts := attachment_facts(analysis):
-        out += ["**PCIe attachment** (from the link widths and the topology matrix):", "",
+        out += ["**PCIe attachment** (from the link widths, the topology matrix and the lspci tree):", "",
                 *[f"- {cell(x)}" for x in facts], ""]
     out += _software(data, packages)
     out += _metrics(analysis, data)

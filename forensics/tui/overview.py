@@ -218,7 +218,7 @@ def _pcie_text(analysis: Analysis) -> Text | None:
     """Chipset/switch-attached GPUs and the paths between GPUs (forensics/topology.py), when known."""
     topo = analysis.topology
     attached = [g for g in topo.gpus if g.attachment in ("chipset", "switch")]
-    if not attached and not topo.paths:
+    if not attached and not topo.paths and not topo.shared:
         return None
     text = Text()
     for g in attached:
@@ -226,6 +226,10 @@ def _pcie_text(analysis: Analysis) -> Text | None:
             text.append(" · ")
         where = "behind the chipset" if g.attachment == "chipset" else "behind a PCIe switch"
         text.append(f"{g.label} {where} ({g.why})", Style(color="#ff5370") if g.attachment == "chipset" else Style())
+    for shared in topo.shared[:4]:  # GPUs below one switch (the lspci tree)
+        if text:
+            text.append(" · ")
+        text.append(shared.text())
     for path in topo.paths[:6]:
         if text:
             text.append(" · ")
