@@ -31,7 +31,7 @@ from forensics.record.arm import TORCH_DIR, arm_env
 from forensics.record.clock import boot_times, iso_utc, local_zone_name, now_ns, stamp_for_path
 from forensics.record.degrade import Degradation
 from forensics.record.kernel_log import KernelLogFollower
-from forensics.record.lifeline import die_with_recorder
+from forensics.record.lifeline import LIFELINE_ARG, die_with_recorder, helper_flags
 from forensics.record.platform import ChildLike, ExitStatusLike, HostEvents, KeeperLike
 from forensics.record.platform import current as current_platform
 from forensics.record.redact import redact_argv, redact_env
@@ -45,6 +45,7 @@ DRAIN_S = 2.0  # after the child is gone: how long a quiet output stream is stil
 HELPER_REPORT_S = 2.0  # at the end: how long to wait for helpers that have not reported yet
 TAIL_ENV = "FORENSICS_TAIL_S"  # after a failed run: keep listening this long for late Xid/kernel lines
 SNAPSHOT_WAIT_ENV = "FORENSICS_SNAPSHOT_WAIT_S"  # at the end: how long an unfinished host snapshot may still run
+NVML_PAGE_ENV = "FORENSICS_NVML_PAGE"  # tests: hand the deadline page over as Windows does ("path") on Linux
 
 
 class Manifest:
@@ -346,7 +347,8 @@ class Recording:
             for name in ("nvml", "nvml_events"):
                 self.manifest.source(name, {"status": "unavailable", "reason": self.platform.nvml_unavailable})
             return
-        self.supervisor = NvmlSupervisor(self.bundle, self.interval, self._nvml_status, page=self.platform.nvml_page)
+        page = self.env.get(NVML_PAGE_ENV) or self.platform.nvml_page
+        self.supervisor = NvmlSupervisor(self.bundle, self.interval, self._nvml_status, page=page)
         self.supervisor.start()
 
     def _nvml_status(self, name: str, info: dict[str, Any]) -> None:
@@ -372,10 +374,10 @@ class Recording:
 
     def _start_snapshot(self) -> None:
         python = child_python(self.exe, self.env.get("PATH"))
-        with open(self.bundle / RECORDER_LOG, "ab") as log:
-            self.snapshot = subprocess.Popen(
-                die_with_recorder([sys.executable, "-m", "forensics.record.snapshot", str(self.bundle), python]),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env, close_fds=True)
+        argv = [sys.executable, "-m", "forensics.record.snapshot", str(self.bundle), python, LIFELINE_ARG]
+        with open(self.bundle / RECORDER_LOG, "ab") as log:  # stdin: its lifeline (closed at the end)
+            self.snapshot = subprocess.Popen(die_with_recorder(argv), stdin=subprocess.PIPE, stdout=log, stderr=log,
+                                             env=self.env, close_fds=True, creationflags=helper_flags(idle=True))
 
     # -- closing ------------------------------------------------------------------------------------
     def _finish(self, status: ExitStatusLike) -> None:
@@ -439,6 +441,10 @@ class Recording:
             proc.kill()
             reason = f"still running {wait_s:g} s after the child ended"
             self.manifest.source("host_snapshot", {"status": "incomplete", "reason": reason})
+        finally:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
 
 
 def _say(text: str, announce: bool) -> None:
