@@ -201,7 +201,7 @@ class NvmlSupervisor(threading.Thread):
             if sys.platform != "win32":
                 proc.terminate()  # SIGTERM (on Windows terminate() would be TerminateProcess)
             try:
-                proc.wait(timeout=2.0 if sys.platform != "win32" else 4.0)
+                proc.wait(timeout=2.0)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 self._stuck.append(proc)
