@@ -111,8 +111,11 @@ def source_of(rel: str) -> str | None:
     if rel.startswith("host/"):
         # The recorder's own JSON facts (command, environment, versions, NVML inventory) and
         # pip freeze are for people and the TUI; fed to the catch-all text parser they would
-        # turn a command line that mentions an error into evidence. Tool output is parsed.
-        return None if name.endswith(".json") or name == "pip-freeze.txt" else "host"
+        # turn a command line that mentions an error into evidence. So are the Windows snapshot's
+        # CIM property listings (windows-*.txt, read into windows-gpus.json and system.json).
+        # Tool output is parsed.
+        facts = name.endswith(".json") or name == "pip-freeze.txt" or name.startswith("windows-")
+        return None if facts else "host"
     if name == "nvml.jsonl" or (name.startswith("nvml.") and ".jsonl" in name):
         return "nvml"
     return _SOURCES.get(rel, "recorder")

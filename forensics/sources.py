@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+import sys
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import suppress
@@ -395,10 +396,12 @@ def _read_capped(path: Path, cap: int, fifo: bool = False) -> tuple[bytes, bool]
     """At most ``cap`` bytes of ``path`` (and whether there was more), never trusting ``st_size``:
     /dev/zero, /dev/urandom, /proc files and FIFOs all report 0. A FIFO is opened without
     waiting for a writer (none: it reads as empty)."""
-    flags = os.O_RDONLY | (os.O_NONBLOCK if fifo else 0)
+    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+    if sys.platform != "win32" and fifo:  # (Windows has no FIFOs in its file system)
+        flags |= os.O_NONBLOCK
     fd = os.open(path, flags)
     try:
-        if fifo:
+        if sys.platform != "win32" and fifo:
             os.set_blocking(fd, True)
         chunks: list[bytes] = []
         size = 0

@@ -26,10 +26,16 @@ import os
 import pty
 import signal
 import subprocess
+import sys
 import termios
 import tty
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from forensics.record.relay import SignalRelay
+
+if sys.platform == "win32":  # never imported there (platform/windows.py runs the child); tells mypy so
+    raise ImportError("forensics.record.child is POSIX only")
 
 __all__ = ["FORWARDED", "Child", "ExitStatus"]
 
@@ -78,7 +84,7 @@ class _Stream:
 
 
 @dataclass
-class Child:
+class Child(SignalRelay):
     argv: Sequence[str]
     env: Mapping[str, str]
     cwd: str | None = None
@@ -107,16 +113,8 @@ class Child:
             fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         return _Stream(r, w, False, echo_fd)
 
-    def install_signal_handlers(self) -> None:
-        """Before the spawn: a signal that arrives early is kept and passed on after it."""
-        for sig in (*FORWARDED, *_JOB_CONTROL):
-            with contextlib.suppress(OSError, ValueError):
-                self._old_handlers[sig] = signal.signal(sig, self._on_signal)
-
-    def restore_signal_handlers(self) -> None:
-        for sig, old in self._old_handlers.items():
-            with contextlib.suppress(OSError, ValueError, TypeError):
-                signal.signal(sig, old)  # type: ignore[arg-type]
+    def _relayed(self) -> Iterable[int]:
+        return (*FORWARDED, *_JOB_CONTROL)
 
     def open_streams(self) -> dict[str, _Stream]:
         """Make the child's stdout/stderr (pty or pipe) before the spawn, so a keeper can share the read ends."""
@@ -158,15 +156,10 @@ class Child:
             with contextlib.suppress(OSError):
                 os.tcsetpgrp(tty_fd, self.proc.pid)
                 self.handed_terminal = True
-        pending, self._pending = self._pending, []
-        for sig in pending:
-            self._forward(sig)
+        self._forward_pending()
 
-    # -- signals ----------------------------------------------------------------------------------
-    def _on_signal(self, sig: int, _frame: object) -> None:
-        if self.proc is None:
-            self._pending.append(sig)
-            return
+    # -- signals (SignalRelay keeps the early ones) ------------------------------------------------
+    def _deliver(self, sig: int) -> None:
         if sig == signal.SIGCONT:
             self._resume()
             return

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from datetime import UTC, datetime
 
@@ -34,6 +35,8 @@ def stamp_for_path(ns: int) -> str:
 
 def _offset(clock: int) -> int:
     """CLOCK_REALTIME minus ``clock``, read as a tight pair (smallest of three tries)."""
+    if sys.platform == "win32":  # no clock_gettime there
+        raise OSError("no clock_gettime on Windows")
     best: tuple[int, int] | None = None
     for _ in range(3):
         a = time.clock_gettime_ns(time.CLOCK_REALTIME)
@@ -48,6 +51,8 @@ def _offset(clock: int) -> int:
 def boot_times() -> dict[str, int | None]:
     """The boot time in UTC ns by each method; ``None`` where a clock is missing."""
     out: dict[str, int | None] = {"monotonic": None, "boottime": None, "btime": None}
+    if sys.platform == "win32":  # no kernel log with boot-relative stamps to place: none is needed
+        return out
     with contextlib.suppress(AttributeError, OSError):
         out["monotonic"] = _offset(time.CLOCK_MONOTONIC)
     boottime = getattr(time, "CLOCK_BOOTTIME", None)

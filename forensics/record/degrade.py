@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from forensics.record.clock import iso_utc
-from forensics.record.writer import atomic_write_json
+from forensics.record.writer import OPEN_FLAGS, atomic_write_json
 
 __all__ = ["BALLAST", "MARKER", "MARKER_FORMAT", "Degradation"]
 
@@ -45,7 +45,7 @@ class Degradation:
         with contextlib.suppress(OSError):
             st = os.stat(bundle)
             self._dir_id = (st.st_dev, st.st_ino)
-            fd = os.open(bundle / BALLAST, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            fd = os.open(bundle / BALLAST, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | OPEN_FLAGS, 0o644)
             try:
                 os.write(fd, b"\0" * BALLAST_BYTES)
             finally:

@@ -28,11 +28,15 @@ import contextlib
 import os
 import select
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from forensics.bundle import IDX_MAGIC, pack_receipt
+
+if sys.platform == "win32":  # it needs fork; the session never imports it there (tells mypy so)
+    raise ImportError("forensics.record.keeper is POSIX only")
 
 __all__ = ["DRAIN_S", "Keeper", "KeptStream"]
 

@@ -11,9 +11,14 @@ Started (and replaced when NVML stops answering) by
   ``nvml-events.jsonl``.
 
 Every NVML call runs under a :class:`~forensics.record.deadline.CallGuard`. Status lines
-(JSON) go to stdout for the supervisor. The process dies with the recorder
-(``PR_SET_PDEATHSIG``) and ignores the terminal's SIGINT/SIGHUP: only the recorder
-stops it (SIGTERM).
+(JSON) go to stdout for the supervisor. The process dies with the recorder (on Linux
+``PR_SET_PDEATHSIG``; everywhere its stdin *lifeline*, :func:`forensics.record.lifeline.hold_lifeline`)
+and ignores the terminal's SIGINT/SIGHUP: only the recorder stops it (end of file on the
+lifeline; SIGTERM on POSIX).
+
+Arguments: ``BUNDLE INTERVAL PAGE [static] [lifeline]``; ``PAGE`` is the deadline page as
+:func:`forensics.record.deadline.map_page_arg` reads it (an inherited descriptor, a page file's
+path, or ``-1`` for none).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from forensics.record.deadline import CallGuard, open_page
+from forensics.record.deadline import CallGuard, map_page_arg
+from forensics.record.lifeline import LIFELINE_ARG, hold_lifeline
 from forensics.record.nvml import GpuInfo, Nvml, NvmlUnavailable, event_mask
 from forensics.record.nvml_log import NvmlLog
 from forensics.record.writer import AppendFile, atomic_write_json
@@ -53,6 +59,8 @@ class Control:
 
 
 def _die_with_parent() -> None:
+    if sys.platform == "win32":  # no death signal there: the lifeline does it
+        return
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
@@ -149,17 +157,28 @@ def _expected_parent() -> int:
         return os.getppid()
 
 
-def run(bundle: Path, interval: float, page_fd: int, write_static: bool) -> int:
+def run(bundle: Path, interval: float, page_arg: str, write_static: bool, lifeline: bool = False) -> int:
     _die_with_parent()
     parent = _expected_parent()
     if os.getppid() != parent:  # the recorder died before PR_SET_PDEATHSIG was armed: nobody will stop us
         return 0
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if sys.platform != "win32":
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if lifeline:
+        hold_lifeline(stop.set)
     control = Control()
-    page = open_page(page_fd) if page_fd >= 0 else None
+    page, close_page = map_page_arg(page_arg)
+    try:
+        return _sample(bundle, interval, page, write_static, stop, control, parent)
+    finally:
+        close_page()
+
+
+def _sample(bundle: Path, interval: float, page: Any, write_static: bool, stop: threading.Event,
+            control: Control, parent: int) -> int:
     try:
         nv = Nvml(CallGuard(page, 0))
     except NvmlUnavailable as exc:
@@ -220,9 +239,8 @@ def run(bundle: Path, interval: float, page_fd: int, write_static: bool) -> int:
 def main(argv: list[str]) -> int:
     bundle = Path(argv[0])
     interval = float(argv[1])
-    page_fd = int(argv[2])
-    write_static = len(argv) > 3 and argv[3] == "static"
-    return run(bundle, interval, page_fd, write_static)
+    flags = set(argv[3:])
+    return run(bundle, interval, argv[2], "static" in flags, lifeline=LIFELINE_ARG in flags)
 
 
 if __name__ == "__main__":

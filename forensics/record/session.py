@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from forensics import __version__
 from forensics.bundle import FORMAT, MANIFEST, VERSION
@@ -30,18 +30,14 @@ from forensics.errors import RecordError, UsageError
 from forensics.record.arm import TORCH_DIR, arm_env
 from forensics.record.clock import boot_times, iso_utc, local_zone_name, now_ns, stamp_for_path
 from forensics.record.degrade import Degradation
-from forensics.record.keeper import Keeper, KeptStream
 from forensics.record.kernel_log import KernelLogFollower
-from forensics.record.lifeline import die_with_recorder
-from forensics.record.platform import ChildLike, HostEvents
+from forensics.record.lifeline import LIFELINE_ARG, die_with_recorder, helper_flags
+from forensics.record.platform import ChildLike, ExitStatusLike, HostEvents, KeeperLike
 from forensics.record.platform import current as current_platform
 from forensics.record.redact import redact_argv, redact_env
 from forensics.record.supervisor import RECORDER_LOG, NvmlSupervisor
 from forensics.record.tee import PIPE_BATCH_S, StreamTee
-from forensics.record.writer import AppendFile, Flusher, atomic_write_json
-
-if TYPE_CHECKING:
-    from forensics.record.child import ExitStatus
+from forensics.record.writer import OPEN_FLAGS, AppendFile, Flusher, atomic_write_json
 
 __all__ = ["Recording", "record"]
 
@@ -49,6 +45,7 @@ DRAIN_S = 2.0  # after the child is gone: how long a quiet output stream is stil
 HELPER_REPORT_S = 2.0  # at the end: how long to wait for helpers that have not reported yet
 TAIL_ENV = "FORENSICS_TAIL_S"  # after a failed run: keep listening this long for late Xid/kernel lines
 SNAPSHOT_WAIT_ENV = "FORENSICS_SNAPSHOT_WAIT_S"  # at the end: how long an unfinished host snapshot may still run
+NVML_PAGE_ENV = "FORENSICS_NVML_PAGE"  # tests: hand the deadline page over as Windows does ("path") on Linux
 
 
 class Manifest:
@@ -60,7 +57,7 @@ class Manifest:
         #: told when the manifest cannot be written (the disk is full, the directory gone)
         self.on_error: Any = None
         self._lock = threading.Lock()
-        self._hb_fd = os.open(bundle / "heartbeat", os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self._hb_fd = os.open(bundle / "heartbeat", os.O_WRONLY | os.O_CREAT | OPEN_FLAGS, 0o644)
 
     def update(self, **fields: Any) -> None:
         with self._lock:
@@ -91,13 +88,22 @@ class Manifest:
         ns = now_ns()
         self.update(heartbeat=iso_utc(ns), heartbeat_ns=ns)
         with contextlib.suppress(OSError):
-            os.pwrite(self._hb_fd, f"{iso_utc(ns)} {ns}\n".encode(), 0)
+            _write_at_start(self._hb_fd, f"{iso_utc(ns)} {ns}\n".encode())
             os.fsync(self._hb_fd)
         self.write()
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self._hb_fd)
+
+
+def _write_at_start(fd: int, data: bytes) -> None:
+    """Overwrite the start of the file behind ``fd`` (the heartbeat's one line)."""
+    if sys.platform == "win32":  # no pwrite there
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, data)
+    else:
+        os.pwrite(fd, data, 0)
 
 
 def _float_env(name: str, default: float) -> float:
@@ -234,7 +240,7 @@ class Recording:
         self.kernel_log: KernelLogFollower | None = None
         self.host_events: HostEvents | None = None
         self.snapshot: subprocess.Popen[bytes] | None = None
-        self.keeper: Keeper | None = None
+        self.keeper: KeeperLike | None = None
 
     def _tick(self) -> None:
         """Once a second: the heartbeat, the terminal's size passed on to the child's pseudo-terminals,
@@ -252,7 +258,7 @@ class Recording:
         return self.manifest.write()
 
     # -- the run ------------------------------------------------------------------------------------
-    def run(self) -> ExitStatus:
+    def run(self) -> ExitStatusLike:
         if self.armed:
             (self.bundle / TORCH_DIR).mkdir(exist_ok=True)
         self.child.install_signal_handlers()
@@ -299,6 +305,10 @@ class Recording:
 
     def _start_keeper(self) -> None:
         """Fork the keeper before the child, while this process has no other thread (see keeper.py)."""
+        if sys.platform == "win32":  # no fork there: its platform says keeper = False
+            return
+        from forensics.record.keeper import Keeper, KeptStream
+
         self.keeper = Keeper.start([KeptStream(s.read_fd, s.echo_fd, self.bundle / f"{name}.log",
                                                self.bundle / f"{name}.idx")
                                     for name, s in self.child.open_streams().items()])
@@ -337,7 +347,8 @@ class Recording:
             for name in ("nvml", "nvml_events"):
                 self.manifest.source(name, {"status": "unavailable", "reason": self.platform.nvml_unavailable})
             return
-        self.supervisor = NvmlSupervisor(self.bundle, self.interval, self._nvml_status)
+        page = self.env.get(NVML_PAGE_ENV) or self.platform.nvml_page
+        self.supervisor = NvmlSupervisor(self.bundle, self.interval, self._nvml_status, page=page)
         self.supervisor.start()
 
     def _nvml_status(self, name: str, info: dict[str, Any]) -> None:
@@ -349,6 +360,10 @@ class Recording:
             self.manifest.source(name, info)
 
     def _start_kernel_log(self) -> None:
+        reason = self.platform.kernel_log_unavailable
+        if reason is not None:
+            self.manifest.source("kernel_log", {"status": "unavailable", "reason": reason})
+            return
         self.kernel_log = KernelLogFollower(self.bundle, self.start_mono_us, self.manifest.source, self.flusher.add)
         self.kernel_log.start()
 
@@ -359,13 +374,13 @@ class Recording:
 
     def _start_snapshot(self) -> None:
         python = child_python(self.exe, self.env.get("PATH"))
-        with open(self.bundle / RECORDER_LOG, "ab") as log:
-            self.snapshot = subprocess.Popen(
-                die_with_recorder([sys.executable, "-m", "forensics.record.snapshot", str(self.bundle), python]),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env, close_fds=True)
+        argv = [sys.executable, "-m", "forensics.record.snapshot", str(self.bundle), python, LIFELINE_ARG]
+        with open(self.bundle / RECORDER_LOG, "ab") as log:  # stdin: its lifeline (closed at the end)
+            self.snapshot = subprocess.Popen(die_with_recorder(argv), stdin=subprocess.PIPE, stdout=log, stderr=log,
+                                             env=self.env, close_fds=True, creationflags=helper_flags(idle=True))
 
     # -- closing ------------------------------------------------------------------------------------
-    def _finish(self, status: ExitStatus) -> None:
+    def _finish(self, status: ExitStatusLike) -> None:
         for tee in self.tees:
             tee.stop_when_quiet(DRAIN_S)
         deadline = time.monotonic() + HELPER_REPORT_S
@@ -426,6 +441,10 @@ class Recording:
             proc.kill()
             reason = f"still running {wait_s:g} s after the child ended"
             self.manifest.source("host_snapshot", {"status": "incomplete", "reason": reason})
+        finally:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
 
 
 def _say(text: str, announce: bool) -> None:

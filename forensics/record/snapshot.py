@@ -15,6 +15,16 @@ child's environment, and writes ``host/``:
 ``host/gpus.json`` (NVML: identities, PCIe links, P2P matrix) is written by the sampler;
 ``host/env.json`` and ``host/command.json`` (redacted) by the recorder itself.
 Every command has a timeout (:func:`forensics.record.bounded.run_bounded`).
+
+What differs per platform is one small part (:func:`host_part`): on Linux and other POSIX systems
+:class:`PosixHost` (above: ``/proc``, ``/etc/os-release``, idle scheduling); on native Windows
+:class:`forensics.record.snapshot_windows.WindowsHost` (CIM queries for the OS, the display adapters
+and their PCI locations, ``system.json`` in the same shape, ``windows-gpus.json``). nvidia-smi,
+the versions and pip freeze are shared. ``FORENSICS_SNAPSHOT_PLATFORM=windows`` runs the Windows
+part elsewhere (tests, with fake tools on ``PATH``).
+
+With ``lifeline`` as third argument, stdin is the recorder's lifeline: end of file ends the snapshot
+(:func:`forensics.record.lifeline.hold_lifeline`).
 """
 
 from __future__ import annotations
@@ -25,14 +35,18 @@ import os
 import platform
 import shutil
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from forensics.record.bounded import Result, run_bounded
+from forensics.record.lifeline import LIFELINE_ARG, hold_lifeline
 from forensics.record.redact import redact_value
 from forensics.record.writer import atomic_write_json
 
-__all__ = ["VERSIONS_SCRIPT", "main"]
+__all__ = ["PLATFORM_ENV", "VERSIONS_SCRIPT", "HostPart", "PosixHost", "host_part", "main"]
+
+PLATFORM_ENV = "FORENSICS_SNAPSHOT_PLATFORM"  # "windows": the Windows part on another system (tests)
 
 VERSIONS_SCRIPT = """
 import json, sys
@@ -108,32 +122,81 @@ def _system() -> dict[str, Any]:
     }
 
 
-def _be_idle() -> None:
-    """Run only on otherwise idle CPUs (and disks): the snapshot must never slow the child.
-    The commands it runs inherit this."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    with contextlib.suppress(OSError):
-        os.nice(19)
-    with contextlib.suppress(OSError, AttributeError, ValueError):
-        import ctypes
+class HostPart(Protocol):
+    """What the snapshot asks of its platform."""
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall(251 if os.uname().machine == "x86_64" else 30, 1, 0, 3 << 13)  # ioprio_set(PROCESS, self, IDLE)
+    name: str
+
+    def be_idle(self) -> None: ...
+    def nvidia_smi(self, env: Mapping[str, str]) -> str | None: ...
+
+    def facts(self, host: Path, env: Mapping[str, str], hostname: str, run: Callable[[list[str], float], Result],
+              record: Callable[[str, Result], None], log: list[dict[str, Any]]) -> str | None: ...
+
+
+class PosixHost:
+    """Linux (and other POSIX systems): ``/proc``, ``/etc/os-release``, the driver's version file."""
+
+    name = "posix"
+
+    def be_idle(self) -> None:
+        """Run only on otherwise idle CPUs (and disks): the snapshot must never slow the child.
+        The commands it runs inherit this."""
+        if sys.platform == "win32":
+            return
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        with contextlib.suppress(OSError):
+            os.nice(19)
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            # ioprio_set(IOPRIO_WHO_PROCESS, self, IOPRIO_CLASS_IDLE)
+            libc.syscall(251 if os.uname().machine == "x86_64" else 30, 1, 0, 3 << 13)
+
+    def nvidia_smi(self, env: Mapping[str, str]) -> str | None:
+        return shutil.which("nvidia-smi", path=env.get("PATH"))
+
+    def facts(self, host: Path, env: Mapping[str, str], hostname: str, run: Callable[[list[str], float], Result],
+              record: Callable[[str, Result], None], log: list[dict[str, Any]]) -> str | None:
+        """``system.json`` and ``nvidia-driver.txt``; returns the driver line for ``versions.json``."""
+        atomic_write_json(host / "system.json", _system())
+        driver = _read("/proc/driver/nvidia/version")
+        if driver:
+            _write(host / "nvidia-driver.txt", driver.encode() + b"\n")
+            return driver.splitlines()[0]
+        return None
+
+
+def host_part(platform_name: str | None = None) -> HostPart:
+    """The platform part for ``platform_name`` (a ``sys.platform`` value, or ``windows``; default:
+    ``$FORENSICS_SNAPSHOT_PLATFORM``, else this system's)."""
+    name = platform_name or os.environ.get(PLATFORM_ENV) or sys.platform
+    if name in ("win32", "windows"):
+        from forensics.record.snapshot_windows import WindowsHost
+
+        return WindowsHost()
+    return PosixHost()
 
 
 def main(argv: list[str]) -> int:
     bundle = Path(argv[0])
-    python = argv[1] if len(argv) > 1 else sys.executable
+    python = argv[1] if len(argv) > 1 and argv[1] != LIFELINE_ARG else sys.executable
+    if LIFELINE_ARG in argv[1:]:
+        hold_lifeline(lambda: os._exit(0), grace_s=0)  # the recorder is gone or done: so are we
     host = bundle / "host"
     host.mkdir(exist_ok=True)
-    _be_idle()
+    part = host_part()
+    part.be_idle()
+    env = dict(os.environ)
     log: list[dict[str, Any]] = []
-    atomic_write_json(host / "system.json", _system())
-    driver = _read("/proc/driver/nvidia/version")
-    if driver:
-        _write(host / "nvidia-driver.txt", driver.encode() + b"\n")
-    smi = shutil.which("nvidia-smi")
+
+    def run(cmd: list[str], timeout: float) -> Result:
+        return run_bounded(cmd, timeout=timeout)
+
+    driver = part.facts(host, env, platform.node(), run, lambda name, res: _record(log, name, res), log)
+    smi = part.nvidia_smi(env)
     if smi is None:
         log.append({"name": "nvidia-smi", "problem": "not installed"})
     else:
@@ -149,13 +212,13 @@ def main(argv: list[str]) -> int:
         versions = json.loads(res.stdout.decode(errors="replace").strip().splitlines()[-1]) if res.ok else {}
     except (ValueError, IndexError):
         versions = {}
-    versions["driver"] = (driver or "").splitlines()[0] if driver else None
+    versions["driver"] = driver
     atomic_write_json(host / "versions.json", versions)
     res = run_bounded([python, "-m", "pip", "freeze", "--all"], timeout=90)
     _record(log, "pip freeze", res)
     if res.ok:  # VCS requirements can carry credentials: git+https://user:token@host/...
         _write(host / "pip-freeze.txt", redact_value(res.stdout.decode(errors="replace")).encode())
-    atomic_write_json(host / "snapshot.json", {"python": python, "commands": log})
+    atomic_write_json(host / "snapshot.json", {"python": python, "platform": part.name, "commands": log})
     return 0
 
 

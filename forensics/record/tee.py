@@ -19,6 +19,7 @@ import contextlib
 import errno
 import os
 import select
+import sys
 import threading
 import time
 
@@ -63,6 +64,8 @@ class StreamTee(threading.Thread):
         self._stop_at = grace_s
 
     def run(self) -> None:
+        if sys.platform == "win32":  # a pipe cannot be polled there: platform/windows.py's BlockingTee
+            raise NotImplementedError("StreamTee polls its stream; use BlockingTee on Windows")
         os.set_blocking(self.src_fd, False)
         try:
             self._pump()

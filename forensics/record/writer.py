@@ -18,9 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AppendFile", "Flusher", "atomic_write_json", "fsync_dir"]
+__all__ = ["OPEN_FLAGS", "AppendFile", "Flusher", "atomic_write_json", "fsync_dir"]
 
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)  # Windows has none (its handles are not inherited by default)
+#: added to every ``os.open`` of a bundle file: close-on-exec (Windows has none: its handles are not
+#: inherited by default) and, on Windows, binary mode (``os.open`` there translates ``\n`` otherwise)
+OPEN_FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
 
 def fsync_dir(path: Path) -> None:
@@ -40,7 +42,7 @@ def atomic_write_json(path: Path, data: dict[str, Any]) -> None:
     """Replace ``path`` with ``data`` so that a reader sees the old or the new file, never half."""
     tmp = path.with_name(path.name + ".tmp")
     payload = (json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n").encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _CLOEXEC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | OPEN_FLAGS, 0o644)
     try:
         view = memoryview(payload)
         while view:
@@ -64,7 +66,7 @@ class AppendFile:
         self.on_error: Callable[[AppendFile], None] | None = None
         self._dirty = False
         self._lock = threading.Lock()
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _CLOEXEC, 0o644)
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | OPEN_FLAGS, 0o644)
         self.size = os.fstat(self._fd).st_size
 
     def write(self, data: bytes) -> bool:

@@ -7,6 +7,9 @@ recorder's core (session, tees, manifest, bundle) is shared; a platform gives it
 * ``child(argv, env)``: the object that runs the command (process group, signals, output streams),
 * ``tee(...)``: the thread that copies one output stream to the bundle and the terminal,
 * ``nvml_unavailable``: why NVML cannot be sampled here (``None``: it can),
+* ``nvml_page``: how the NVML sampler gets its deadline page (``fd``: an inherited descriptor,
+  POSIX; ``path``: a file it maps by name, Windows — :mod:`forensics.record.deadline`),
+* ``kernel_log_unavailable``: why there is no kernel log to follow (``None``: there is),
 * ``keeper``: whether a keeper process may be forked (POSIX only),
 * ``host_events(bundle, on_status, files)``: a thread that reads the host's event log, or ``None``,
 * ``facts``: what was detected and why, for the manifest (``None`` on plain POSIX, whose manifest
@@ -24,7 +27,24 @@ from typing import Any, Protocol
 from forensics.record.tee import StreamTee
 from forensics.record.writer import AppendFile
 
-__all__ = ["ChildLike", "Platform", "current"]
+__all__ = ["ChildLike", "ExitStatusLike", "KeeperLike", "Platform", "current"]
+
+
+class ExitStatusLike(Protocol):
+    """How the child ended (:class:`forensics.record.child.ExitStatus`, ``windows.WindowsStatus``)."""
+
+    code: int | None
+    signal: int | None
+
+    @property
+    def shell_status(self) -> int: ...
+
+
+class KeeperLike(Protocol):
+    """The part of :class:`forensics.record.keeper.Keeper` that the session uses (POSIX only)."""
+
+    def child_started(self, pid: int) -> None: ...
+    def release(self) -> None: ...
 
 
 class ChildLike(Protocol):
@@ -41,7 +61,7 @@ class ChildLike(Protocol):
     def install_signal_handlers(self) -> None: ...
     def restore_signal_handlers(self) -> None: ...
     def start(self) -> None: ...
-    def wait(self) -> Any: ...
+    def wait(self) -> ExitStatusLike: ...
     def take_back_terminal(self) -> None: ...
     def sync_window_size(self) -> None: ...
 
@@ -56,6 +76,8 @@ class Platform(Protocol):
     keeper: bool
     facts: dict[str, Any] | None
     nvml_unavailable: str | None
+    nvml_page: str
+    kernel_log_unavailable: str | None
 
     def child(self, argv: Sequence[str], env: Mapping[str, str]) -> ChildLike: ...
 

@@ -17,6 +17,8 @@ class PosixPlatform:
     keeper = True
     facts: dict[str, Any] | None = None
     nvml_unavailable: str | None = None  # why NVML cannot be sampled here (None: it can)
+    nvml_page = "fd"  # the sampler's deadline page: an inherited descriptor (pass_fds)
+    kernel_log_unavailable: str | None = None
 
     def child(self, argv: Sequence[str], env: Mapping[str, str]) -> Any:
         from forensics.record.child import Child

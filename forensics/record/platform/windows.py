@@ -4,14 +4,21 @@
   longer reaches it on its own (Windows disables Ctrl-C in a new group), so the recorder takes it
   and passes it on as ``CTRL_BREAK_EVENT`` to the child's group — exactly once. A console
   Ctrl-Break reaches every process on the console, the child included, so the recorder does not
-  send it a second time. Python children see ``CTRL_BREAK_EVENT`` as ``SIGBREAK``.
-* **Output.** Always pipes (a console has no pseudo-terminal the way POSIX has; ConPTY is not used),
-  read by blocking reads on a thread each (``select`` does not take pipes on Windows).
+  send it a second time. Python children see ``CTRL_BREAK_EVENT`` as ``SIGBREAK``. Early signals
+  are kept and passed on after the spawn as on POSIX (:class:`forensics.record.relay.SignalRelay`).
+* **Output.** Always pipes, read by blocking reads on a thread each (``select`` does not take pipes
+  on Windows). Not ConPTY (``pywinpty``): a pseudo console renders the child's output on a virtual
+  screen and sends what changed, as terminal sequences — cursor moves, a cleared screen, repeated
+  or dropped bytes, one merged stream for stdout and stderr, text decoded to ``str`` — and that
+  varies with the Windows build. The bundle keeps the bytes the child wrote, stream by stream;
+  the cost is that the child sees a pipe, not a console (no colours, block-buffered Python output
+  unless ``PYTHONUNBUFFERED``). See ``docs/bundle-format.md``, *Platforms*.
 * **Waiting.** In short slices, so that Ctrl-C handlers run while the child lives.
+* **NVML.** Sampled as on Linux (``nvidia-ml-py`` finds ``nvml.dll``); the sampler maps its deadline
+  page by path, as Windows has no ``pass_fds`` (``nvml_page = "path"``, :mod:`forensics.record.deadline`).
 * **Host events.** ``wevtutil.exe`` from System32, else ``powershell.exe``, through the same
   follower as WSL2 (:mod:`.host_events`); no ``pywin32`` needed.
-* **Not here.** No keeper process (it needs ``fork``); NVML sampling through the supervisor needs
-  ``pass_fds`` and is reported unavailable with that reason (see ``docs/bundle-format.md``).
+* **Not here.** No keeper process (it needs ``fork``); no kernel log (the System log stands in).
 
 None of this has been run on Windows: it is type-checked on Linux with ``mypy --platform win32``
 and its logic is unit-tested with fakes (``tests/test_record_platform.py``).
@@ -26,19 +33,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from forensics.record.platform.host_events import EventQuery, HostEventFollower
+from forensics.record.relay import SignalRelay
 from forensics.record.tee import StreamTee
 from forensics.record.writer import AppendFile
 
 __all__ = ["BlockingTee", "WindowsChild", "WindowsPlatform", "WindowsStatus"]
 
 WAIT_SLICE_S = 0.25
-NVML_UNAVAILABLE = "the NVML sampler's supervisor shares its deadline page by pass_fds, which Windows lacks"
+KERNEL_LOG_UNAVAILABLE = "Windows has no kernel ring buffer to follow; its System log is read as host_events"
 
 
 @dataclass
@@ -78,7 +86,7 @@ def _handled_signals() -> tuple[int, ...]:
 
 
 @dataclass
-class WindowsChild:
+class WindowsChild(SignalRelay):
     argv: Sequence[str]
     env: Mapping[str, str]
     cwd: str | None = None
@@ -98,15 +106,8 @@ class WindowsChild:
                 self.streams[name] = _Pipe(r, w, echo)
         return self.streams
 
-    def install_signal_handlers(self) -> None:
-        for sig in _handled_signals():
-            with contextlib.suppress(OSError, ValueError):
-                self._old_handlers[sig] = signal.signal(sig, self._on_signal)
-
-    def restore_signal_handlers(self) -> None:
-        for sig, old in self._old_handlers.items():
-            with contextlib.suppress(OSError, ValueError, TypeError):
-                signal.signal(sig, old)  # type: ignore[arg-type]
+    def _relayed(self) -> Iterable[int]:
+        return _handled_signals()
 
     def start(self) -> None:
         self.open_streams()
@@ -117,15 +118,7 @@ class WindowsChild:
         finally:
             for s in (out, err):
                 os.close(s.child_fd)
-        pending, self._pending = self._pending, []
-        for sig in pending:
-            self._forward(sig)
-
-    def _on_signal(self, sig: int, _frame: object) -> None:
-        if self.proc is None:
-            self._pending.append(sig)
-            return
-        self._forward(sig)
+        self._forward_pending()
 
     def _forward(self, sig: int) -> None:
         proc = self.proc
@@ -179,7 +172,9 @@ class BlockingTee(StreamTee):
 class WindowsPlatform:
     name = "windows"
     keeper = False
-    nvml_unavailable: str | None = NVML_UNAVAILABLE
+    nvml_unavailable: str | None = None
+    nvml_page = "path"  # no pass_fds: the sampler maps its deadline page by name (deadline.PageFile)
+    kernel_log_unavailable: str | None = KERNEL_LOG_UNAVAILABLE
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)
