@@ -6,6 +6,8 @@ child's environment, and writes ``host/``:
 ``nvidia-smi-q.xml``   ``nvidia-smi -q -x``
 ``nvidia-smi-topo.txt`` ``nvidia-smi topo -m``
 ``nvidia-driver.txt``  ``/proc/driver/nvidia/version``
+``lspci-tree.txt``     ``lspci -tvnn`` (where each GPU hangs: root port, switch, chipset)
+``lspci.txt``          ``lspci -nn``
 ``system.json``        kernel, OS, CPU count, memory, boot id, kernel command line
 ``versions.json``      torch / CUDA / cuDNN / NCCL as the child's Python sees them (asked in a
                        subprocess with a timeout; torch is never imported by the recorder)
@@ -160,8 +162,19 @@ class PosixHost:
 
     def facts(self, host: Path, env: Mapping[str, str], hostname: str, run: Callable[[list[str], float], Result],
               record: Callable[[str, Result], None], log: list[dict[str, Any]]) -> str | None:
-        """``system.json`` and ``nvidia-driver.txt``; returns the driver line for ``versions.json``."""
+        """``system.json``, ``nvidia-driver.txt`` and the PCI tree (``lspci-tree.txt``: ``lspci -tvnn``,
+        ``lspci.txt``: ``lspci -nn``, where lspci is installed); returns the driver line for
+        ``versions.json``."""
         atomic_write_json(host / "system.json", _system())
+        lspci = shutil.which("lspci", path=env.get("PATH"))
+        if lspci is None:
+            log.append({"name": "lspci", "problem": "not installed"})
+        else:
+            for name, args, out in (("lspci -tvnn", ["-tvnn"], "lspci-tree.txt"), ("lspci -nn", ["-nn"], "lspci.txt")):
+                res = run([lspci, *args], 20)
+                record(name, res)
+                if res.stdout:
+                    _write(host / out, res.stdout)
         driver = _read("/proc/driver/nvidia/version")
         if driver:
             _write(host / "nvidia-driver.txt", driver.encode() + b"\n")
