@@ -4,6 +4,15 @@ Parsers get a :class:`TextDocument` rather than a file object so that big logs a
 never turned into millions of Python strings: ``candidate_lines`` scans the whole
 buffer for literal anchors and decodes only the lines that hold one, and
 ``line_at``/``lines_from`` fetch raw context lazily by offset.
+
+A big regular file is not read into memory: its ``data`` is a read-only mapping
+(:class:`~forensics.filemap.FileMap`, ``mapped`` is true). Slicing it gives ``bytes``, and
+``find``/``rfind``, ``re`` and ``memoryview`` work as on ``bytes``; it has no ``count``,
+``startswith``, ``split``, ``decode`` or ``in`` for a multi-byte needle, so code that may see a
+mapped document slices first (or uses :meth:`TextDocument.whole`). Whatever sweeps the file
+(the literal scan, the line index, :meth:`TextDocument.lines`) gives the pages it passed back
+(:meth:`TextDocument.release`), and line numbers come from a sparse
+:class:`~forensics.lineindex.LineIndex`, so memory stays bounded whatever the file's size.
 """
 
 from __future__ import annotations
@@ -13,9 +22,15 @@ import re
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
-__all__ = ["MAX_LINE_BYTES", "Line", "TextDocument", "decode_bytes"]
+from forensics.filemap import FileMap
+from forensics.lineindex import LineIndex
+
+__all__ = ["MAX_LINE_BYTES", "Data", "Line", "TextDocument", "decode_bytes"]
+
+#: A document's bytes: in memory, or a mapped file.
+Data: TypeAlias = "bytes | FileMap"
 
 #: Longest physical line handed to a parser; longer lines are cut (and counted).
 MAX_LINE_BYTES = 1 << 20
@@ -25,6 +40,11 @@ RECENT_SPANS = 3
 HEAD_LINE_CHARS = 64 << 10
 #: Bytes read between two calls of :attr:`TextDocument.progress` (a few hundred per GB).
 PROGRESS_STEP = 4 << 20
+#: How far behind the reading position :meth:`TextDocument.lines` and :meth:`TextDocument.walk`
+#: give a mapped document's pages back (look-backs within a record stay in memory).
+RELEASE_LAG = 8 << 20
+#: Most bytes :meth:`TextDocument.whole` copies out of a mapped document (today's one-file cap).
+WHOLE_MAX_BYTES = 4 << 30
 #: Part of a parse's progress that the literal scan of :meth:`TextDocument.candidate_starts` stands
 #: for; reading the candidate lines it found is the rest.
 SCAN_SHARE = 0.5
@@ -48,13 +68,22 @@ class Line(NamedTuple):
     text: str
 
 
-def decode_bytes(raw: bytes) -> tuple[bytes, str]:
+def decode_bytes(raw: Data) -> tuple[Data, str]:
     """Normalise a file's bytes to UTF-8. Returns (utf8 bytes, encoding name found).
 
     UTF-16 (PowerShell 5.1 ``Out-File``) is recognised by its BOM or by NUL bytes in
     every other position (either parity: little or big endian); anything else is taken
-    as UTF-8 with errors replaced later.
+    as UTF-8 with errors replaced later. A mapped file is returned as it is when it is
+    UTF-8 without a BOM (``forensics/sources.py`` maps no other), else read into memory.
     """
+    if isinstance(raw, FileMap):
+        head = raw[:4096]
+        if not head.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            from forensics.binary import utf16_parity
+
+            if utf16_parity(head) is None:
+                return raw, "utf-8"
+        raw = raw[:]
     if raw.startswith(codecs.BOM_UTF8):
         return raw[len(codecs.BOM_UTF8) :], "utf-8-sig"
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
@@ -68,13 +97,13 @@ def decode_bytes(raw: bytes) -> tuple[bytes, str]:
 
 
 class TextDocument:
-    """A whole text file in memory, addressed by line number and byte offset."""
+    """A whole text file (in memory or mapped), addressed by line number and byte offset."""
 
-    __slots__ = ("_line_starts", "_next_report", "_progress", "_scanned", "data", "encoding", "path", "recent",
-                 "truncated_lines")
+    __slots__ = ("_index", "_line_starts", "_next_report", "_progress", "_scanned", "data", "encoding", "path",
+                 "recent", "truncated_lines")
 
-    def __init__(self, data: bytes, path: str, encoding: str = "utf-8") -> None:
-        self.data = data
+    def __init__(self, data: Data, path: str, encoding: str = "utf-8") -> None:
+        self.data: Data = data
         self.path = path
         self.encoding = encoding
         self.truncated_lines = 0
@@ -82,17 +111,59 @@ class TextDocument:
         #: raised was reading (it may have read a line or two ahead)
         self.recent: deque[tuple[int, int]] = deque(maxlen=RECENT_SPANS)
         self._line_starts: list[int] | None = None
+        self._index: LineIndex | None = None
         self._progress: Callable[[float], None] | None = None
-        self._next_report = sys.maxsize
+        self._next_report = sys.maxsize if not isinstance(data, FileMap) else 0
         self._scanned = False
 
     @classmethod
-    def from_bytes(cls, raw: bytes, path: str) -> TextDocument:
+    def from_bytes(cls, raw: Data, path: str) -> TextDocument:
         data, encoding = decode_bytes(raw)
         return cls(data, path, encoding)
 
     def __len__(self) -> int:
         return len(self.data)
+
+    # -- a mapped file ------------------------------------------------------------------------
+    @property
+    def mapped(self) -> bool:
+        """True when :attr:`data` is a mapped file, not bytes in memory (see the module docstring)."""
+        return isinstance(self.data, FileMap)
+
+    def release(self, start: int, end: int) -> None:
+        """Bytes ``start``–``end`` will not be read again soon: a mapped document gives their pages
+        back (they are read again from the file if they are). Nothing for bytes in memory."""
+        if isinstance(self.data, FileMap):
+            self.data.release(start, end)
+
+    def whole(self, limit: int = WHOLE_MAX_BYTES) -> bytes | None:
+        """The document as one ``bytes``, for a reader of whole documents (JSON, XML, CSV): itself in
+        memory, a copy of a mapped file; None when a mapped file is larger than ``limit``."""
+        if isinstance(self.data, bytes):
+            return self.data
+        return self.data[:] if len(self.data) <= limit else None
+
+    def walk(self, starts: list[int]) -> Iterable[int]:
+        """``starts`` (increasing offsets) to loop over while reading at each; a mapped document gives
+        back the pages more than :data:`RELEASE_LAG` behind the loop as it goes."""
+        if not isinstance(self.data, FileMap):
+            return starts
+        return self._walk(starts)
+
+    def _walk(self, starts: list[int]) -> Iterator[int]:
+        behind = 0
+        for i in range(0, len(starts), 4096):
+            batch = starts[i : i + 4096]
+            yield from batch
+            upto = batch[-1] - RELEASE_LAG
+            if upto > behind:
+                self.release(behind, upto)
+                behind = upto
+
+    def _line_index(self) -> LineIndex:
+        if self._index is None:
+            self._index = LineIndex(self.data, self.release)
+        return self._index
 
     # -- progress -----------------------------------------------------------------------------
     @property
@@ -105,13 +176,20 @@ class TextDocument:
     @progress.setter
     def progress(self, hook: Callable[[float], None] | None) -> None:
         self._progress = hook
-        self._next_report = 0 if hook is not None else sys.maxsize
+        self._next_report = 0 if hook is not None or self.mapped else sys.maxsize
         self._scanned = False
 
     def _report(self, offset: int) -> None:
-        """Tell the hook that lines up to byte ``offset`` are read (after a scan: its second half)."""
+        """Tell the hook that lines up to byte ``offset`` are read (after a scan: its second half);
+        a mapped document gives back the pages well behind ``offset``."""
+        prev = self._next_report - PROGRESS_STEP  # the offset of the call before
         self._next_report = offset + PROGRESS_STEP
-        if self._progress is not None and self.data:
+        if isinstance(self.data, FileMap) and offset > RELEASE_LAG:
+            low = prev if 0 <= prev < offset else offset - PROGRESS_STEP
+            self.data.release(max(0, low - RELEASE_LAG), offset - RELEASE_LAG)
+        elif self._progress is None:
+            self._next_report = sys.maxsize
+        if self._progress is not None and len(self.data):
             base = SCAN_SHARE if self._scanned else 0.0
             self._progress(base + (1.0 - base) * min(1.0, offset / len(self.data)))
 
@@ -161,7 +239,8 @@ class TextDocument:
 
     # -- random access ------------------------------------------------------------------------
     def line_starts(self) -> list[int]:
-        """Byte offsets of every line start (built once, on first use)."""
+        """Byte offsets of every line start (built once, on first use). For a mapped document that
+        is gigabytes of ints: use :meth:`line_count`, :meth:`line_start` and :meth:`line_no_at`."""
         if self._line_starts is None and len(self.data) >= NUMPY_STARTS_MIN:
             self._line_starts = _numpy_line_starts(self.data)
         if self._line_starts is None:
@@ -177,8 +256,22 @@ class TextDocument:
             self._line_starts = starts
         return self._line_starts
 
+    def line_count(self) -> int:
+        """How many lines :meth:`line_starts` lists (an empty document has one, empty)."""
+        if self.mapped:
+            return self._line_index().line_count()
+        return len(self.line_starts())
+
+    def line_start(self, no: int) -> int:
+        """Byte offset of line ``no`` (1-based, at most :meth:`line_count`)."""
+        if self.mapped:
+            return self._line_index().line_start(no)
+        return self.line_starts()[no - 1]
+
     def line_no_at(self, offset: int) -> int:
         """1-based number of the line holding byte ``offset``."""
+        if self.mapped:
+            return self._line_index().line_no_at(offset)
         from bisect import bisect_right
 
         return bisect_right(self.line_starts(), offset)
@@ -191,7 +284,10 @@ class TextDocument:
         return Line(self.line_no_at(start), start, self._decode(start, end))
 
     def without(self, spans: Iterable[tuple[int, int]]) -> TextDocument:
-        """A copy with the byte ranges ``spans`` blanked (spaces: offsets and line numbers stay)."""
+        """A copy with the byte ranges ``spans`` blanked (spaces: offsets and line numbers stay); of a
+        mapped document, a copy-on-write mapping that copies only the blanked pages."""
+        if isinstance(self.data, FileMap):
+            return TextDocument(self.data.blanked(spans), self.path, self.encoding)
         data = bytearray(self.data)
         for start, end in spans:
             data[start:end] = b" " * (end - start)
@@ -206,10 +302,9 @@ class TextDocument:
 
     def context(self, line_no: int, before: int = 3, after: int = 3) -> list[Line]:
         """Lines around ``line_no`` for showing raw evidence."""
-        starts = self.line_starts()
         first = max(1, line_no - before)
         out: list[Line] = []
-        for line in self.lines(starts[first - 1], first):
+        for line in self.lines(self.line_start(first), first):
             if line.no > line_no + after:
                 break
             out.append(line)
@@ -267,7 +362,9 @@ class TextDocument:
             return []
         capped = {lit for lit in limited if lit} - plain - tails - samp
         report = self._report_scan if self._progress is not None else None
-        starts = _hit_line_starts(self.data, lits, capped, limit, tails, samp if every > 1 else set(), every, report)
+        release = self.data.release if isinstance(self.data, FileMap) else None
+        starts = _hit_line_starts(self.data, lits, capped, limit, tails, samp if every > 1 else set(), every, report,
+                                  release)
         if report is not None:
             report(1.0)
             self._scanned = True
@@ -275,8 +372,13 @@ class TextDocument:
 
     def line_numberer(self) -> Callable[[int], int]:
         """``number(offset)``: the 1-based line number of ``offset``; offsets must not decrease
-        between calls (newlines are counted incrementally, vectorised over long spans)."""
-        count = _newline_counter(self.data)
+        between calls (newlines are counted incrementally, vectorised over long spans; a mapped
+        document's from its :class:`~forensics.lineindex.LineIndex`)."""
+        data = self.data
+        if isinstance(data, FileMap):
+            index = self._line_index()
+            return lambda offset: index.newlines_before(offset) + 1
+        count = _newline_counter(data)
         state = [1, 0]  # line number at state[1]
 
         def number(offset: int) -> int:
@@ -353,6 +455,7 @@ def _hs_database(lits: tuple[bytes, ...], tails: frozenset[bytes] = frozenset())
 
 
 Report = Callable[[float], None]
+Release = Callable[[int, int], None]
 
 
 def _part(report: Report | None, start: float, share: float) -> Report | None:
@@ -362,22 +465,23 @@ def _part(report: Report | None, start: float, share: float) -> Report | None:
     return lambda fraction: report(start + share * fraction)
 
 
-def _hit_line_starts(data: bytes, lits: list[bytes], capped: set[bytes], limit: int, tails: set[bytes],
+def _hit_line_starts(data: Data, lits: list[bytes], capped: set[bytes], limit: int, tails: set[bytes],
                      sampled: set[bytes] = frozenset(), every: int = 1,  # type: ignore[assignment]
-                     report: Report | None = None) -> list[int]:
+                     report: Report | None = None, release: Release | None = None) -> list[int]:
     """Sorted start offsets of the lines that hold any of ``lits`` (``capped`` ones: first ``limit`` lines;
     ``tails``: only after the line's last ``\\r``; lines hit only by ``sampled``: one in ``every``).
-    ``report`` hears the fraction of the scan done, a few times per pass."""
+    ``report`` hears the fraction of the scan done, a few times per pass; ``release(a, b)`` is told of
+    every stretch a pass has finished with (a mapped file gives its pages back)."""
     frozen = frozenset(tails)
-    if len(data) >= HS_MIN_BYTES and len(data) < (1 << 32) - 1 and _hyperscan_available():
-        return _hs_line_starts(data, lits, capped, limit, frozen, frozenset(sampled), every, report)
+    if len(data) >= HS_MIN_BYTES and _hyperscan_available():  # scanned in chunks: no 4 GiB limit
+        return _hs_line_starts(data, lits, capped, limit, frozen, frozenset(sampled), every, report, release)
     if not sampled:
-        return sorted(set(_hit_line_starts_find(data, lits, capped, limit, {}, tails, report)))
+        return sorted(set(_hit_line_starts_find(data, lits, capped, limit, {}, tails, report, release)))
     plain = [lit for lit in lits if lit not in sampled]
     share = len(plain) / len(lits)
-    others = set(_hit_line_starts_find(data, plain, capped, limit, {}, tails, _part(report, 0.0, share)))
+    others = set(_hit_line_starts_find(data, plain, capped, limit, {}, tails, _part(report, 0.0, share), release))
     only = sorted(set(_hit_line_starts_find(data, sorted(sampled), set(), limit, {}, tails,
-                                            _part(report, share, 1.0 - share))) - others)
+                                            _part(report, share, 1.0 - share), release)) - others)
     keep = set(only[::every])
     if only:
         keep.add(only[-1])
@@ -392,23 +496,26 @@ class _Stop(Exception):
     """A capped literal used up its lines: rescan the rest without it."""
 
 
-def _hs_line_starts(data: bytes, lits: list[bytes], capped: set[bytes], limit: int,
+def _hs_line_starts(data: Data, lits: list[bytes], capped: set[bytes], limit: int,
                     tails: frozenset[bytes], sampled: frozenset[bytes] = frozenset(), every: int = 1,
-                    report: Report | None = None) -> list[int]:
+                    report: Report | None = None, release: Release | None = None) -> list[int]:
     """Two Hyperscan passes: the uncapped literals (one database, compiled once per literal set and
     cached), then the capped ones (plain literals, cheap to recompile when one is spent)."""
     free = [lit for lit in lits if lit not in capped]
     limited = [lit for lit in lits if lit in capped]
     first = 0.5 if free and limited else 1.0
-    starts = _hs_pass(data, free, set(), limit, tails, sampled, every, _part(report, 0.0, first)) if free else []
+    starts = (_hs_pass(data, free, set(), limit, tails, sampled, every, _part(report, 0.0, first), release)
+              if free else [])
     if limited:
-        rest = _hs_pass(data, limited, capped, limit, frozenset(), report=_part(report, 1.0 - first, first))
+        rest = _hs_pass(data, limited, capped, limit, frozenset(), report=_part(report, 1.0 - first, first),
+                        release=release)
         starts = sorted(set(starts) | set(rest))
     return starts
 
 
-def _hs_pass(data: bytes, lits: list[bytes], capped: set[bytes], limit: int, tails: frozenset[bytes],
-             sampled: frozenset[bytes] = frozenset(), every: int = 1, report: Report | None = None) -> list[int]:
+def _hs_pass(data: Data, lits: list[bytes], capped: set[bytes], limit: int, tails: frozenset[bytes],
+             sampled: frozenset[bytes] = frozenset(), every: int = 1, report: Report | None = None,
+             release: Release | None = None) -> list[int]:
     """One Hyperscan pass over ``data`` in chunks (overlapping by the longest literal).
 
     When a capped literal exceeds ``limit`` the scan stops and resumes at that line with a
@@ -436,7 +543,7 @@ def _hs_pass(data: bytes, lits: list[bytes], capped: set[bytes], limit: int, tai
             db = _hs_database(tuple(active), tails)
             if db is None:
                 return sorted(set(starts) | set(_hit_line_starts_find(data, active, capped, limit, counts, tails,
-                                                                      report)))
+                                                                      report, release)))
             local = active
             resume = -1
             scan_base = base
@@ -479,6 +586,8 @@ def _hs_pass(data: bytes, lits: list[bytes], capped: set[bytes], limit: int, tai
             # literal already past half its budget, so one rebuild covers them all.
             active = [lit for lit in active if counts.get(lit, 0) <= limit // 2]
             base = max(resume, chunk_start)
+        if release is not None:
+            release(chunk_start, chunk_end)
         chunk_start = chunk_end
         if report is not None:
             report(chunk_end / size)
@@ -487,9 +596,9 @@ def _hs_pass(data: bytes, lits: list[bytes], capped: set[bytes], limit: int, tai
     return sorted(set(starts))
 
 
-def _hit_line_starts_find(data: bytes, lits: list[bytes], capped: set[bytes], limit: int,
+def _hit_line_starts_find(data: Data, lits: list[bytes], capped: set[bytes], limit: int,
                           counts: dict[bytes, int], tails: set[bytes] | frozenset[bytes],
-                          report: Report | None = None) -> list[int]:
+                          report: Report | None = None, release: Release | None = None) -> list[int]:
     """The pure-Python sweep: one ``find`` pass per literal, jumping to the next line after each hit."""
     hits: list[int] = []
     find, rfind = data.find, data.rfind
@@ -512,10 +621,12 @@ def _hit_line_starts_find(data: bytes, lits: list[bytes], capped: set[bytes], li
             if nl < 0:
                 break
             pos = find(lit, nl + 1)
+        if release is not None:
+            release(0, len(data))
     return hits
 
 
-def _numpy_line_starts(data: bytes) -> list[int] | None:
+def _numpy_line_starts(data: Data) -> list[int] | None:
     """:meth:`TextDocument.line_starts` vectorised (a 1 GB log has ~10 M lines); None without numpy."""
     try:
         import numpy as np
@@ -550,7 +661,7 @@ def _newline_counter(data: bytes) -> Callable[[int, int], int]:
     return count
 
 
-def _long_line_windows(data: bytes, start: int, end: int, lits: list[bytes]) -> list[tuple[int, int]]:
+def _long_line_windows(data: Data, start: int, end: int, lits: list[bytes]) -> list[tuple[int, int]]:
     """Windows of an over-long line: around its first hit and around each hit in its last 1 MiB.
 
     A window runs from the ``\\r`` before the hit to the ``\\r`` after it (or the line's end), so a
@@ -572,7 +683,7 @@ def _long_line_windows(data: bytes, start: int, end: int, lits: list[bytes]) -> 
     return windows[:1] + windows[1:][-63:]
 
 
-def _hits_in(data: bytes, a: int, b: int, lits: list[bytes]) -> list[int]:
+def _hits_in(data: Data, a: int, b: int, lits: list[bytes]) -> list[int]:
     """Sorted offsets in ``data[a:b]`` where some literal starts (ends, for Hyperscan) — positions only."""
     db = _hs_database(tuple(lits))
     if db is not None:

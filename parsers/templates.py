@@ -27,6 +27,10 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from forensics.textdoc import Data
 
 __all__ = ["BUCKETS", "FULL", "MAX_TEMPLATE_BYTES", "Template", "Templates"]
 
@@ -73,7 +77,7 @@ class Templates:
         self.by_key: dict[bytes, Template] = {}
         self.skipped = 0
 
-    def lookup(self, data: bytes, start: int, end: int) -> Template | None:
+    def lookup(self, data: Data, start: int, end: int) -> Template | None:
         """The template of the line ``data[start:end]``; None when the line is not one (too long, a bar)."""
         if end - start > MAX_TEMPLATE_BYTES or data.find(b"\r", start, end) >= 0:
             return None
@@ -87,7 +91,7 @@ class Templates:
             tpl = self.by_key[key] = Template()
         return tpl
 
-    def should_skip(self, tpl: Template, data: bytes, start: int, end: int) -> bool:
+    def should_skip(self, tpl: Template, data: Data, start: int, end: int) -> bool:
         """Count this occurrence; True when it need not be parsed (its line number is not even counted)."""
         tpl.n += 1
         bucket = start * BUCKETS // self.size
