@@ -22,6 +22,7 @@ import re
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import NamedTuple, TypeAlias
 
 from forensics.filemap import FileMap
@@ -143,17 +144,17 @@ class TextDocument:
             return self.data
         return self.data[:] if len(self.data) <= limit else None
 
-    def walk(self, starts: list[int]) -> Iterable[int]:
+    def walk(self, starts: Iterable[int]) -> Iterable[int]:
         """``starts`` (increasing offsets) to loop over while reading at each; a mapped document gives
         back the pages more than :data:`RELEASE_LAG` behind the loop as it goes."""
         if not isinstance(self.data, FileMap):
             return starts
         return self._walk(starts)
 
-    def _walk(self, starts: list[int]) -> Iterator[int]:
+    def _walk(self, starts: Iterable[int]) -> Iterator[int]:
         behind = 0
-        for i in range(0, len(starts), 4096):
-            batch = starts[i : i + 4096]
+        it = iter(starts)
+        while batch := list(islice(it, 4096)):
             yield from batch
             upto = batch[-1] - RELEASE_LAG
             if upto > behind:
@@ -341,7 +342,7 @@ class TextDocument:
         if not lits:
             return
         number = self.line_numberer()
-        for start in self.candidate_starts(literals, limited, limit, tail):
+        for start in self.walk(self.iter_candidate_starts(literals, limited, limit, tail)):
             yield from self.lines_at(start, number(start), lits)
 
     def candidate_starts(self, literals: Iterable[bytes], limited: Iterable[bytes] = (), limit: int = 2000,
@@ -352,23 +353,31 @@ class TextDocument:
         A line whose only hits are ``sampled`` literals (which may also be in ``literals`` or
         ``tail``) is kept about one in ``every`` (the last such line always): a 1 GB log of
         progress lines then costs a fraction of the callbacks and none of the decoding. Lines
-        with any other hit are all kept.
+        with any other hit are all kept. (A list of every start: for a big file, where tens of
+        millions of lines may hit, loop over :meth:`iter_candidate_starts` instead.)
         """
+        return list(self.iter_candidate_starts(literals, limited, limit, tail, sampled, every))
+
+    def iter_candidate_starts(self, literals: Iterable[bytes], limited: Iterable[bytes] = (), limit: int = 2000,
+                              tail: Iterable[bytes] = (), sampled: Iterable[bytes] = (),
+                              every: int = 1) -> Iterator[int]:
+        """:meth:`candidate_starts` as they are found, a scan chunk (16 MB) at a time, so memory
+        holds one chunk's starts, not the file's; a mapped file's pages are given back as the scan
+        passes them (the loop over the starts reads them again: give those back with :meth:`walk`)."""
         plain = {lit for lit in literals if lit}
         tails = {lit for lit in tail if lit} - plain
         samp = {lit for lit in sampled if lit}
         lits = sorted(plain | tails | samp | {lit for lit in limited if lit})
         if not lits:
-            return []
+            return
         capped = {lit for lit in limited if lit} - plain - tails - samp
         report = self._report_scan if self._progress is not None else None
         release = self.data.release if isinstance(self.data, FileMap) else None
-        starts = _hit_line_starts(self.data, lits, capped, limit, tails, samp if every > 1 else set(), every, report,
-                                  release)
+        yield from _hit_line_starts(self.data, lits, capped, limit, tails, samp if every > 1 else set(), every,
+                                    report, release)
         if report is not None:
             report(1.0)
             self._scanned = True
-        return starts
 
     def line_numberer(self) -> Callable[[int], int]:
         """``number(offset)``: the 1-based line number of ``offset``; offsets must not decrease
@@ -467,16 +476,19 @@ def _part(report: Report | None, start: float, share: float) -> Report | None:
 
 def _hit_line_starts(data: Data, lits: list[bytes], capped: set[bytes], limit: int, tails: set[bytes],
                      sampled: set[bytes] = frozenset(), every: int = 1,  # type: ignore[assignment]
-                     report: Report | None = None, release: Release | None = None) -> list[int]:
-    """Sorted start offsets of the lines that hold any of ``lits`` (``capped`` ones: first ``limit`` lines;
-    ``tails``: only after the line's last ``\\r``; lines hit only by ``sampled``: one in ``every``).
+                     report: Report | None = None, release: Release | None = None) -> Iterator[int]:
+    """Increasing start offsets of the lines that hold any of ``lits`` (``capped`` ones: first ``limit``
+    lines; ``tails``: only after the line's last ``\\r``; lines hit only by ``sampled``: one in ``every``).
     ``report`` hears the fraction of the scan done, a few times per pass; ``release(a, b)`` is told of
-    every stretch a pass has finished with (a mapped file gives its pages back)."""
+    every stretch the scan has finished with (a mapped file gives its pages back). The Hyperscan path
+    yields chunk by chunk, so a caller that does not keep them all holds a chunk's worth at a time."""
     frozen = frozenset(tails)
     if len(data) >= HS_MIN_BYTES and _hyperscan_available():  # scanned in chunks: no 4 GiB limit
-        return _hs_line_starts(data, lits, capped, limit, frozen, frozenset(sampled), every, report, release)
+        yield from _hs_line_starts(data, lits, capped, limit, frozen, frozenset(sampled), every, report, release)
+        return
     if not sampled:
-        return sorted(set(_hit_line_starts_find(data, lits, capped, limit, {}, tails, report, release)))
+        yield from sorted(set(_hit_line_starts_find(data, lits, capped, limit, {}, tails, report, release)))
+        return
     plain = [lit for lit in lits if lit not in sampled]
     share = len(plain) / len(lits)
     others = set(_hit_line_starts_find(data, plain, capped, limit, {}, tails, _part(report, 0.0, share), release))
@@ -485,11 +497,14 @@ def _hit_line_starts(data: Data, lits: list[bytes], capped: set[bytes], limit: i
     keep = set(only[::every])
     if only:
         keep.add(only[-1])
-    return sorted(others | keep)
+    yield from sorted(others | keep)
 
 
 #: Bytes scanned per Hyperscan call; a capped literal's resume rescans at most this much.
 _HS_CHUNK = 16 << 20
+#: Line starts held back while the last line dropped by sampling may still be the file's last (it is
+#: always kept); past this many, it is let through as if kept (a stream never holds more).
+HOLD_MAX = 1 << 18
 
 
 class _Stop(Exception):
@@ -498,52 +513,117 @@ class _Stop(Exception):
 
 def _hs_line_starts(data: Data, lits: list[bytes], capped: set[bytes], limit: int,
                     tails: frozenset[bytes], sampled: frozenset[bytes] = frozenset(), every: int = 1,
-                    report: Report | None = None, release: Release | None = None) -> list[int]:
-    """Two Hyperscan passes: the uncapped literals (one database, compiled once per literal set and
-    cached), then the capped ones (plain literals, cheap to recompile when one is spent)."""
+                    report: Report | None = None, release: Release | None = None) -> Iterator[int]:
+    """Two Hyperscan passes, chunk by chunk: the uncapped literals (one database, compiled once per
+    literal set and cached), then the capped ones (plain literals, cheap to recompile when one is
+    spent); each chunk's starts of both, merged, are yielded before the next chunk is scanned.
+
+    The last line a sampling pass dropped is always listed, and it is only known to be the last at
+    the end: the starts after it are held back (at most :data:`HOLD_MAX`) until a later line is
+    dropped or the file ends."""
     free = [lit for lit in lits if lit not in capped]
     limited = [lit for lit in lits if lit in capped]
-    first = 0.5 if free and limited else 1.0
-    starts = (_hs_pass(data, free, set(), limit, tails, sampled, every, _part(report, 0.0, first), release)
-              if free else [])
+    passes = []
+    if free:
+        passes.append(_HsPass(data, free, set(), limit, tails, sampled, every))
     if limited:
-        rest = _hs_pass(data, limited, capped, limit, frozenset(), report=_part(report, 1.0 - first, first),
-                        release=release)
-        starts = sorted(set(starts) | set(rest))
-    return starts
+        passes.append(_HsPass(data, limited, capped, limit, frozenset()))
+    sampler = passes[0] if free and sampled and every > 1 else None
+    size = len(data)
+    last = -1
+    pending = -1  # the last dropped line, while it may be the last one
+    seen = -1  # the last dropped line known (pending, or let through)
+    held: list[int] = []
+    chunk_start = 0
+    while chunk_start < size:
+        chunk_end = min(size, chunk_start + _HS_CHUNK)
+        found: set[int] = set()
+        for one in passes:
+            found.update(one.scan(chunk_start, chunk_end))
+        if release is not None:
+            release(chunk_start, chunk_end)
+        if report is not None:
+            report(chunk_end / size)
+        chunk_start = chunk_end
+        starts = [start for start in sorted(found) if start > last]
+        if starts:
+            last = starts[-1]
+        dropped = sampler.last_dropped if sampler is not None else -1
+        if dropped != seen:  # a later line was dropped: the one before is not the last
+            seen = dropped
+            yield from held
+            yield from (start for start in starts if start < dropped)
+            held = [start for start in starts if start >= dropped]  # (a dropped line another literal listed)
+            pending = dropped
+        elif pending >= 0:
+            held += starts
+        else:
+            yield from starts
+        if len(held) > HOLD_MAX:
+            yield from _with_pending(pending, held)
+            held, pending = [], -1  # let through; a later drop holds again
+        if not any(one.active for one in passes):
+            break
+    yield from _with_pending(pending, held)
 
 
-def _hs_pass(data: Data, lits: list[bytes], capped: set[bytes], limit: int, tails: frozenset[bytes],
-             sampled: frozenset[bytes] = frozenset(), every: int = 1, report: Report | None = None,
-             release: Release | None = None) -> list[int]:
-    """One Hyperscan pass over ``data`` in chunks (overlapping by the longest literal).
+def _with_pending(pending: int, held: list[int]) -> list[int]:
+    """The held starts with the pending dropped line first (unless it is there already, or none)."""
+    if pending < 0 or (held and held[0] == pending):
+        return held
+    return [pending, *held]
+
+
+class _HsPass:
+    """One Hyperscan pass over ``data``, a chunk at a time (:meth:`scan`), with the state that runs
+    across chunks: each capped literal's count, the literals still active, the sampling counter.
 
     When a capped literal exceeds ``limit`` the scan stops and resumes at that line with a
     database that no longer holds it; the resume rescans only the rest of the current chunk, so
     a flood costs ``limit`` callbacks and a few chunk rescans, not millions of callbacks.
     A line first hit by a ``sampled`` literal is listed one time in ``every`` unless another
-    literal hits it too (hits come in order of their end on the line).
+    literal hits it too (hits come in order of their end on the line); :attr:`last_dropped` is the
+    start of the last line it did not list.
     """
-    starts: list[int] = []
-    n_sampled = 0
-    dropped_end = -1
-    last_dropped = -1
-    find, rfind = data.find, data.rfind
-    size = len(data)
-    overlap = max(len(lit) for lit in lits) - 1
-    active = list(lits)
-    counts: dict[bytes, int] = dict.fromkeys(capped, 0)
-    line_end = -1
-    view = memoryview(data)
-    chunk_start = 0
-    while chunk_start < size and active:
-        chunk_end = min(size, chunk_start + _HS_CHUNK)
+
+    def __init__(self, data: Data, lits: list[bytes], capped: set[bytes], limit: int, tails: frozenset[bytes],
+                 sampled: frozenset[bytes] = frozenset(), every: int = 1) -> None:
+        self.data = data
+        self.view = memoryview(data)
+        self.limit = limit
+        self.tails = tails
+        self.sampled = sampled
+        self.every = every
+        self.overlap = max(len(lit) for lit in lits) - 1
+        self.active = list(lits)
+        self.counts: dict[bytes, int] = dict.fromkeys(capped, 0)
+        self.capped = capped
+        self.line_end = -1
+        self.n_sampled = 0
+        self.dropped_end = -1
+        self.last_dropped = -1
+        #: after a database failed to compile: the rest of the file's starts, from the find() sweep
+        self.fallback: list[int] | None = None
+
+    def scan(self, chunk_start: int, chunk_end: int) -> list[int]:
+        """Line starts of the hits in ``data[chunk_start:chunk_end]`` (and the literals that cross its end)."""
+        if self.fallback is not None or not self.active:
+            return []
+        data, view, size = self.data, self.view, len(self.data)
+        find, rfind = data.find, data.rfind
+        sampled, every, limit, counts = self.sampled, self.every, self.limit, self.counts
+        line_end, n_sampled, dropped_end, last_dropped = self.line_end, self.n_sampled, self.dropped_end, \
+            self.last_dropped
+        starts: list[int] = []
         base = chunk_start
+        active = self.active
         while active:
-            db = _hs_database(tuple(active), tails)
+            db = _hs_database(tuple(active), self.tails)
             if db is None:
-                return sorted(set(starts) | set(_hit_line_starts_find(data, active, capped, limit, counts, tails,
-                                                                      report, release)))
+                self.fallback = _hit_line_starts_find(data, active, self.capped, limit, counts, self.tails)
+                active = []
+                starts.extend(self.fallback)
+                break
             local = active
             resume = -1
             scan_base = base
@@ -576,7 +656,7 @@ def _hs_pass(data: Data, lits: list[bytes], capped: set[bytes], limit: int, tail
                 return False
 
             try:
-                db.scan(view[base:min(size, chunk_end + overlap)], match_event_handler=on_match)  # type: ignore[attr-defined]
+                db.scan(view[base:min(size, chunk_end + self.overlap)], match_event_handler=on_match)  # type: ignore[attr-defined]
             except Exception as exc:  # hyperscan.ScanTerminated: a capped literal is spent
                 if resume < 0:
                     raise _Stop from exc
@@ -586,14 +666,10 @@ def _hs_pass(data: Data, lits: list[bytes], capped: set[bytes], limit: int, tail
             # literal already past half its budget, so one rebuild covers them all.
             active = [lit for lit in active if counts.get(lit, 0) <= limit // 2]
             base = max(resume, chunk_start)
-        if release is not None:
-            release(chunk_start, chunk_end)
-        chunk_start = chunk_end
-        if report is not None:
-            report(chunk_end / size)
-    if last_dropped >= 0:
-        starts.append(last_dropped)
-    return sorted(set(starts))
+        self.active = active
+        self.line_end, self.n_sampled, self.dropped_end, self.last_dropped = line_end, n_sampled, dropped_end, \
+            last_dropped
+        return starts
 
 
 def _hit_line_starts_find(data: Data, lits: list[bytes], capped: set[bytes], limit: int,

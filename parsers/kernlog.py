@@ -282,7 +282,7 @@ def _records_sparse(doc: TextDocument, reader: LineReader, literals: Iterable[by
             out.append(rec)
         last_end = max(last_end, _record_end(doc, rec))
 
-    for start in doc.walk(doc.candidate_starts(literals)):  # a mapped file's pages given back behind the loop
+    for start in doc.walk(doc.iter_candidate_starts(literals)):  # a chunk's starts at a time, pages given back
         if start <= last_end:
             continue  # inside the record just read
         nl = data.find(b"\n", start)

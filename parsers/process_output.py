@@ -848,8 +848,8 @@ def scan(doc: TextDocument, ctx: ParseContext, generic: bool = False) -> Iterato
     literals = TRIGGER_LITERALS + (_NOTABLE_GENERIC if generic else ())
     every = state.thinner.stride
     state.thinner.stride = 1  # the scan already keeps one progress line in ``every``
-    starts = doc.candidate_starts(literals + ANOMALY_LITERALS, limited=ctx.notable, limit=NOTABLE_LINES,
-                                  tail=BAR_LITERALS, sampled=PROGRESS_LITERALS, every=every)
+    starts = doc.iter_candidate_starts(literals + ANOMALY_LITERALS, limited=ctx.notable, limit=NOTABLE_LINES,
+                                       tail=BAR_LITERALS, sampled=PROGRESS_LITERALS, every=every)
     all_literals = literals + tuple(ctx.notable) + BAR_LITERALS
     number = doc.line_numberer()
     data = doc.data
