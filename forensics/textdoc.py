@@ -185,9 +185,10 @@ class TextDocument:
         a mapped document gives back the pages well behind ``offset``."""
         prev = self._next_report - PROGRESS_STEP  # the offset of the call before
         self._next_report = offset + PROGRESS_STEP
-        if isinstance(self.data, FileMap) and offset > RELEASE_LAG:
-            low = prev if 0 <= prev < offset else offset - PROGRESS_STEP
-            self.data.release(max(0, low - RELEASE_LAG), offset - RELEASE_LAG)
+        if isinstance(self.data, FileMap):
+            if offset > RELEASE_LAG:
+                low = prev if 0 <= prev < offset else offset - PROGRESS_STEP
+                self.data.release(max(0, low - RELEASE_LAG), offset - RELEASE_LAG)
         elif self._progress is None:
             self._next_report = sys.maxsize
         if self._progress is not None and len(self.data):
@@ -216,6 +217,8 @@ class TextDocument:
         """Every line from ``start_offset`` (which must be a line start) to the end."""
         data, pos, no = self.data, start_offset, start_no
         size = len(data)
+        if isinstance(data, FileMap):  # pages are given back behind this loop, wherever it starts
+            self._next_report = min(self._next_report, pos + PROGRESS_STEP)
         next_report = self._next_report
         while pos < size:
             nl = data.find(b"\n", pos)
