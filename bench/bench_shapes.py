@@ -17,10 +17,16 @@ warmed, then ``forensics analyze --format json --quiet`` and ``grep -c -E -f PAT
 (``--reps`` times). PATTERNS are the literals ``bench_analyze.anchor_literals`` gives grep. Each
 child's own user+sys CPU and peak RSS come from ``os.wait4``.
 
+``--big GB`` adds one run on a ``mixed`` log of that many GB: the 1 GB ``mixed`` log, generated (or
+kept) as above, concatenated ``GB`` times with ``os.copy_file_range`` (generating 20 GB at ~30 MB/s
+would take ten minutes; its counters restart every GB, which the analyzer reads as restarts), timed
+once against grep and deleted afterwards.
+
 Usage::
 
     python bench/bench_shapes.py --sizes 100,1000 --shapes mixed,kernel,training --keep /tmp/shapes
     python bench/bench_shapes.py --sizes 1000,4000 --shapes mixed --rss-only   # RSS against size
+    python bench/bench_shapes.py --sizes 100 --shapes mixed --big 20 --keep /tmp/shapes   # + 20 GB
 """
 
 from __future__ import annotations
@@ -193,6 +199,51 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
     return wall, ru.ru_utime, ru.ru_stime, ru.ru_maxrss
 
 
+def concatenated(src: Path, dst: Path, times: int) -> None:
+    """``src`` written ``times`` times into ``dst``, copied in the kernel (no Python per byte)."""
+    size = src.stat().st_size
+    with dst.open("wb") as out:
+        for _ in range(times):
+            with src.open("rb") as f:
+                done = 0
+                while done < size:
+                    n = os.copy_file_range(f.fileno(), out.fileno(), size - done)
+                    if n == 0:
+                        raise OSError(f"copy of {src} stopped at {done} bytes")
+                    done += n
+
+
+def row(shape: str, mb: float, ours: list[tuple[float, float, float, int]],
+        theirs: list[tuple[float, float, float, int]]) -> str:
+    a_cpu = statistics.median(u + s for _, u, s, _ in ours)
+    a_wall = statistics.median(w for w, _, _, _ in ours)
+    rss = max(r for *_, r in ours) / 1024
+    if not theirs:
+        return f"{shape:9s} {mb:6.0f} | {a_cpu:9.2f} s {a_wall:5.2f}s {rss:7.0f} |"
+    g_cpu = statistics.median(u + s for _, u, s, _ in theirs)
+    g_wall = statistics.median(w for w, _, _, _ in theirs)
+    return (f"{shape:9s} {mb:6.0f} | {a_cpu:9.2f} s {a_wall:5.2f}s {rss:7.0f} | {g_cpu:6.2f} s "
+            f"{g_wall:5.2f}s | {g_cpu / a_cpu:9.2f}x {g_wall / a_wall:5.2f}x")
+
+
+def big_run(keep: Path, gb: int, analyze: list[str], patterns: Path, env: dict[str, str]) -> str:
+    """One turn of analyze and grep on a ``gb`` GB mixed log made by concatenation (then deleted)."""
+    one = (keep / "mixed-1000.log").resolve()
+    if not one.exists():
+        gen_mixed(one, 1000)
+    big = (keep / f"mixed-{gb}x1000.log").resolve()
+    t0 = time.perf_counter()
+    concatenated(one, big, gb)
+    print(f"  (concatenated {big} in {time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    try:
+        subprocess.run(["cat", str(big)], stdout=subprocess.DEVNULL, check=False)
+        ours = [timed([*analyze, str(big)], env)]
+        theirs = [timed(["grep", "-c", "-E", "-f", str(patterns), str(big)])]
+        return row("mixed", big.stat().st_size / 1e6, ours, theirs)
+    finally:
+        big.unlink()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="100", help="comma-separated sizes in MB (default 100)")
@@ -201,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", metavar="DIR", help="keep the generated logs here (reused when present)")
     ap.add_argument("--code", metavar="DIR", help="time the project checked out in DIR (first on PYTHONPATH)")
     ap.add_argument("--rss-only", action="store_true", help="run analyze once per file, no grep")
+    ap.add_argument("--big", type=int, metavar="GB", help="also one run on GB concatenated copies of mixed 1 GB")
     args = ap.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-shapes-"))
@@ -232,16 +284,9 @@ def main(argv: list[str] | None = None) -> int:
                     ours.append(timed([*analyze, str(log)], env))
                     if not args.rss_only:
                         theirs.append(timed(["grep", "-c", "-E", "-f", str(patterns), str(log)]))
-                a_cpu = statistics.median(u + s for _, u, s, _ in ours)
-                a_wall = statistics.median(w for w, _, _, _ in ours)
-                rss = max(r for *_, r in ours) / 1024
-                if args.rss_only:
-                    print(f"{shape:9s} {mb:6.0f} | {a_cpu:9.2f} s {a_wall:5.2f}s {rss:7.0f} |")
-                    continue
-                g_cpu = statistics.median(u + s for _, u, s, _ in theirs)
-                g_wall = statistics.median(w for w, _, _, _ in theirs)
-                print(f"{shape:9s} {mb:6.0f} | {a_cpu:9.2f} s {a_wall:5.2f}s {rss:7.0f} | {g_cpu:6.2f} s "
-                      f"{g_wall:5.2f}s | {g_cpu / a_cpu:9.2f}x {g_wall / a_wall:5.2f}x", flush=True)
+                print(row(shape, mb, ours, theirs), flush=True)
+        if args.big:
+            print(big_run(keep, args.big, analyze, patterns, env), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -126,8 +126,8 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         return SourceReport(item.display, "unreadable" if item.warnings else "empty", item.host, 0,
                             warnings=warnings), [], []
     raw = item.raw
-    if is_pickle(raw):  # a flight-recorder dump: its plain data as JSON text, never unpickled
-        raw, notes = pickle_to_json(raw)
+    if is_pickle(raw[:2]):  # a flight-recorder dump: its plain data as JSON text, never unpickled
+        raw, notes = pickle_to_json(raw[:])  # (sources.py reads a pickle into memory, never maps it)
         if not raw:
             warnings += [f"{item.display}: {n}" for n in notes]
             return SourceReport(item.display, "pickle", item.host, 0, warnings=warnings), [], []

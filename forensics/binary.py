@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import codecs
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from forensics.textdoc import Data
 
 __all__ = ["MAX_CONTROL", "SAMPLE", "binary_kind", "utf16_parity"]
 
@@ -60,8 +64,8 @@ _TEXT_CONTROLS = frozenset(b"\b\t\n\v\f\r\x1b")
 _DELETE_CONTROL = bytes(b for b in range(256) if (b < 0x20 or b == 0x7F) and b not in _TEXT_CONTROLS)
 
 
-def _pe(raw: bytes) -> bool:
-    if not raw.startswith(b"MZ") or len(raw) < 0x40:
+def _pe(raw: Data) -> bool:
+    if raw[:2] != b"MZ" or len(raw) < 0x40:
         return False
     offset = int.from_bytes(raw[0x3C:0x40], "little")
     return raw[offset : offset + 4] == b"PE\x00\x00" or b"This program cannot be run in DOS mode" in raw[:512]
@@ -81,21 +85,22 @@ def utf16_parity(head: bytes) -> str | None:
     return None
 
 
-def binary_kind(raw: bytes) -> str | None:
+def binary_kind(raw: Data) -> str | None:
     """What ``raw`` is when it is not text (``"an ELF executable or core dump"``, ``"binary
-    data"``, ``"only NUL bytes"`` …), or ``None`` for text (UTF-8, Latin-1, UTF-16)."""
+    data"``, ``"only NUL bytes"`` …), or ``None`` for text (UTF-8, Latin-1, UTF-16). Reads its
+    first :data:`SAMPLE` bytes, and past them only when they are all NUL."""
     if not raw:
         return None
+    head = raw[:SAMPLE]
     for magic, kind in _MAGIC:
-        if raw.startswith(magic):
+        if head.startswith(magic):
             return kind
     if _pe(raw):
         return "a Windows executable (PE)"
-    if _BZIP2.match(raw):
+    if _BZIP2.match(head):
         return "bzip2-compressed (not read: decompress it first)"
-    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF8)):
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF8)):
         return None
-    head = raw[:SAMPLE]
     if utf16_parity(head[:4096]) is not None:
         return None
     rest = _NUL_RUN.sub(b"", head)

@@ -191,7 +191,7 @@ def tag_members(files: list[InputFile]) -> list[InputFile]:
         head, sep, inner = f.display.rpartition("!")
         if sep and inner.rsplit("/", 1)[-1] == MANIFEST:
             try:
-                data = json.loads(f.raw)
+                data = json.loads(f.raw[:])  # (an archive member: bytes, never mapped)
             except (ValueError, RecursionError):
                 continue
             if isinstance(data, dict) and data.get("format") == FORMAT:
@@ -208,7 +208,7 @@ def tag_members(files: list[InputFile]) -> list[InputFile]:
 
         def sibling(rel: str, prefix: str = prefix) -> bytes | None:
             other = by_display.get(prefix + rel)
-            return other.raw if other is not None else None
+            return other.raw[:] if other is not None else None
 
         if _tag(f, f.display[len(prefix):], manifests[prefix], sibling):
             warning = _version_warning(prefix.rstrip("/"), manifests[prefix]) if f.display.endswith(MANIFEST) else None

@@ -470,7 +470,7 @@ def _wrap_width(lines: Sequence[str]) -> int | None:
 
 def learn(doc: TextDocument) -> Presentation | None:
     """What presentation ``doc``'s lines carry, peeled; None when there is none (the usual case)."""
-    if not doc.data or len(doc.data) > MAX_BYTES:
+    if not doc.data or len(doc.data) > MAX_BYTES or doc.mapped:  # peeling copies the text: never a mapped file's
         return None
     head: list[str] = []
     for line in doc.lines():
@@ -529,8 +529,9 @@ def _unwrap(lines: Sequence[str], width: int) -> tuple[list[str], list[int]]:
 
 def _build(doc: TextDocument, rules: Sequence[Rule], width: int | None, colour: bool = False) -> Presentation:
     steps = (["terminal colour codes removed"] if colour else []) + [r.describe() for r in rules]
+    whole = doc.data if isinstance(doc.data, bytes) else doc.data[:]  # (learn never peels a mapped file)
     if width is None:  # line for line: one regex pass per rule over the bytes, the rest on demand
-        data = _SGR_BYTES.sub(b"", doc.data) if colour else doc.data
+        data = _SGR_BYTES.sub(b"", whole) if colour else whole
         for rule in rules:
             literal = _literal(rule.pattern.pattern)
             if rule.writers:  # the label becomes the stream reader's writer tag
@@ -568,7 +569,7 @@ def _build(doc: TextDocument, rules: Sequence[Rule], width: int | None, colour: 
     joined, first = _unwrap(texts, width)
     nxt = first[1:] + [len(texts)]
     steps.append(f"lines hard-wrapped at {width} columns joined")
-    data = "\n".join(joined).encode("utf-8") + (b"\n" if doc.data.endswith(b"\n") else b"")
+    data = "\n".join(joined).encode("utf-8") + (b"\n" if whole.endswith(b"\n") else b"")
     return Presentation(doc, TextDocument(data, doc.path, doc.encoding), steps, list(rules), colour=colour,
                         raw_line=[i + 1 for i in first], raw_offset=[offsets[i] for i in first],
                         span=[b - a for a, b in zip(first, nxt, strict=True)], labels=[labels[i] for i in first],

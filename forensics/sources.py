@@ -4,6 +4,12 @@ Nothing is extracted to disk: archive members are read into memory under size an
 count caps, so path traversal and links out of the archive cannot happen; unsafe
 names are refused with a warning. Gzip is unwrapped by content, never by name.
 
+A plain regular file of :data:`~forensics.filemap.MAP_MIN_BYTES` or more is not read: its
+``raw`` is a read-only mapping (:class:`~forensics.filemap.FileMap`), whatever its size (the
+one-file cap is for what must be held in memory: decompressed data, archive members, standard
+input, UTF-16 and BOM files, which are decoded, and pickles). Its first bytes decide: a
+container or one of those is read as before.
+
 Progress: :func:`input_size` is the on-disk total, and :func:`expand_inputs` given a
 :class:`~forensics.progress.Meter` credits each file's reading and unpacking to it; every
 :class:`InputFile` says how many on-disk bytes its parse stands for (``share``).
@@ -24,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from forensics.errors import UsageError
+from forensics.filemap import MAP_MIN_BYTES, FileMap
 
 if TYPE_CHECKING:
     import tarfile
@@ -70,10 +77,11 @@ class Budget:
 
 @dataclass
 class InputFile:
-    """One file to analyze: its name as shown to the user and its raw bytes."""
+    """One file to analyze: its name as shown to the user and its raw bytes (a big plain file:
+    mapped, not read)."""
 
     display: str
-    raw: bytes
+    raw: bytes | FileMap
     mtime: float | None = None
     # Hints from a bundle manifest (recorded files): Event.source, host, boot time, zone name.
     source: str | None = None
@@ -368,10 +376,59 @@ def _too_deep(display: str, limits: Limits) -> str:
     return f"{display}: an archive nested more than {limits.max_depth} deep, skipped"
 
 
+#: Bytes of a big file's start that decide whether it is mapped (a tar header is in its first 512).
+_PEEK = 4096
+
+
+def _held_in_memory(head: bytes) -> bool:
+    """A file starting with ``head`` is read into memory, never mapped: a container (gzip, zip,
+    tar, evtx), a pickle, or text that is decoded (a BOM, UTF-16)."""
+    import codecs
+
+    from forensics.binary import utf16_parity
+    from forensics.parsers.safe_pickle import is_pickle
+
+    return (head.startswith((GZIP_MAGIC, ZIP_MAGIC, b"ElfFile\x00", codecs.BOM_UTF8, codecs.BOM_UTF16_LE,
+                             codecs.BOM_UTF16_BE)) or _is_tar(head) or is_pickle(head)
+            or utf16_parity(head) is not None)
+
+
+def _map_plain(path: Path, size: int) -> FileMap | None:
+    """``path`` mapped, when it is a plain file of ``size`` bytes (see :func:`_held_in_memory`);
+    None to read it as before. Raises OSError when it cannot be opened."""
+    from forensics.filemap import map_file
+
+    file = path.open("rb")
+    try:
+        if not _held_in_memory(file.read(_PEEK)):
+            return map_file(file, size)
+    except (OSError, ValueError):  # shrunk since its stat (the map would pass its end), or not mappable
+        pass
+    file.close()
+    return None
+
+
+def _mappable(path: str, size: int) -> bool:
+    """Whether a regular file of ``size`` bytes at ``path`` would be mapped (for the progress total)."""
+    if size < MAP_MIN_BYTES:
+        return False
+    try:
+        with open(path, "rb") as f:
+            return not _held_in_memory(f.read(_PEEK))
+    except OSError:
+        return False
+
+
 def _read_file(path: Path, display: str, limits: Limits) -> Iterator[InputFile]:
     try:
         st = path.stat()
         special = not stat.S_ISREG(st.st_mode)  # a device, FIFO or socket: st_size says nothing
+        mapped = _map_plain(path, st.st_size) if not special and st.st_size >= MAP_MIN_BYTES else None
+        if mapped is not None:
+            _reading(display, st.st_size)
+            _unpacked(1.0)
+            yield InputFile(display, mapped, st.st_mtime, share=st.st_size)
+            return
         if not special and st.st_size > limits.max_file_bytes:
             too_big = f"{display}: larger than {limits.max_file_bytes >> 20} MiB, skipped"
             yield InputFile(display, b"", warnings=[too_big])
@@ -450,15 +507,17 @@ def input_size(paths: Sequence[str], limits: Limits | None = None) -> int:
         try:
             if not os.path.isdir(arg):
                 size = os.stat(arg).st_size
-                total += size if size <= limits.max_file_bytes else 0
+                total += size if size <= limits.max_file_bytes or _mappable(arg, size) else 0
                 continue
             for dirpath, _dirnames, filenames in os.walk(arg, followlinks=False):
                 for fn in filenames:
                     count += 1
                     if count > limits.max_members:
                         return total
-                    st = os.lstat(os.path.join(dirpath, fn))
-                    if stat.S_ISREG(st.st_mode) and st.st_size <= limits.max_file_bytes:
+                    path = os.path.join(dirpath, fn)
+                    st = os.lstat(path)
+                    if stat.S_ISREG(st.st_mode) and (st.st_size <= limits.max_file_bytes
+                                                     or _mappable(path, st.st_size)):
                         total += st.st_size
         except OSError:
             continue

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from forensics.events import Event, MetricSample, Origin
 from forensics.textdoc import Line, TextDocument
 
-__all__ = ["ParseContext", "Parser", "Record", "as_int", "json_objects"]
+__all__ = ["ParseContext", "Parser", "Record", "as_int", "json_objects", "whole_text"]
 
 Record = Event | MetricSample
 
@@ -84,22 +84,33 @@ def as_int(value: Any) -> int | None:
     return None
 
 
+def whole_text(doc: TextDocument, ctx: ParseContext) -> bytes | None:
+    """``doc`` as one ``bytes``, for a parser of whole documents (JSON, XML, CSV); None, with a
+    warning, when it is a mapped file too large to copy (``TextDocument.whole``)."""
+    data = doc.whole()
+    if data is None:
+        ctx.warn(f"too large to read as one document ({len(doc) >> 20} MiB); skipped")
+    return data
+
+
 def json_objects(doc: TextDocument, ctx: ParseContext) -> Iterator[tuple[Line, dict[str, Any]]]:
     """The JSON objects of a JSON-lines file with their lines. A line that is not JSON is skipped
     with a warning, except the last one: a torn last line is what a crash leaves."""
-    lines = list(doc.lines())
-    for pos, line in enumerate(lines):
+    lines = doc.lines()
+    line = next(lines, None)
+    while line is not None:
+        nxt = next(lines, None)  # one line ahead: is this the last one?
         text = line.text.strip()
-        if not text:
-            continue
-        try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the stack
-            if pos < len(lines) - 1:
-                ctx.warn("not a JSON line", line)
-            continue
-        if isinstance(obj, dict):
-            yield line, obj
+        if text:
+            try:
+                obj = json.loads(text)
+            except (ValueError, RecursionError):  # RecursionError: nesting deeper than the stack
+                if nxt is not None:
+                    ctx.warn("not a JSON line", line)
+            else:
+                if isinstance(obj, dict):
+                    yield line, obj
+        line = nxt
 
 
 class Parser(Protocol):

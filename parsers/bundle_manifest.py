@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from forensics.events import Event, Origin, Severity, TsSource
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.base import ParseContext, Record, whole_text
 from forensics.textdoc import TextDocument
 
 _MARKERS = ('"format": "gpu-forensics-bundle"', '"format":"gpu-forensics-bundle"',
@@ -86,8 +86,11 @@ class BundleManifestParser:
         return 1.0 if any(m in text for m in _MARKERS) else 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+        raw = whole_text(doc, ctx)
+        if raw is None:
+            return
         try:
-            data = json.loads(doc.data)
+            data = json.loads(raw)
         except (ValueError, RecursionError) as exc:
             ctx.warn(f"manifest is not valid JSON ({exc})")
             return
@@ -108,7 +111,7 @@ class BundleManifestParser:
         exit_code, sig = _int(data.get("exit_code")), _int(data.get("signal"))
         sig_name = data.get("signal_name") or (f"signal {sig}" if sig is not None else None)
         bundle_path = ctx.path.rsplit("/", 1)[0] if "/" in ctx.path else "."
-        nlines = len(doc.line_starts())
+        nlines = doc.line_count()
 
         if manifest_status == "running":
             outcome = "the recorder stopped without closing the bundle"

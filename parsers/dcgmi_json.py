@@ -95,14 +95,14 @@ class DcgmiJsonParser:
             ctx.warn("DCGM JSON report too large; skipped")
             return
         try:
-            tree = json.loads(doc.data.decode("utf-8", errors="replace"))
+            tree = json.loads(doc.data[:].decode("utf-8", errors="replace"))  # at most _MAX_BYTES
         except ValueError as exc:
             ctx.warn(f"not readable as JSON ({exc})")
             return
         first = next(iter(doc.lines()), None)
         if first is None:
             return
-        origin = ctx.origin(first, len(doc.line_starts()))
+        origin = ctx.origin(first, doc.line_count())
         found: list[tuple[str | None, str, str, str]] = []
         _health(tree.get("body", {}) if isinstance(tree, dict) else {}, None, found)
         for gpu, system, result, text in found:

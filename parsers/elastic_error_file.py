@@ -20,7 +20,7 @@ from typing import Any
 
 from forensics.events import Event, Origin, Severity, TsSource
 from forensics.parsers import py_traceback
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.base import ParseContext, Record, whole_text
 from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER"]
@@ -51,8 +51,11 @@ class ElasticErrorFileParser:
         return 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+        raw = whole_text(doc, ctx)
+        if raw is None:
+            return
         try:
-            data = json.loads(doc.data.decode("utf-8", errors="replace"))
+            data = json.loads(raw.decode("utf-8", errors="replace"))
         except (ValueError, RecursionError):
             ctx.warn("not a valid TORCHELASTIC_ERROR_FILE (JSON did not parse)")
             return
@@ -92,7 +95,7 @@ class ElasticErrorFileParser:
             source=ctx.source,
             kind="traceback",
             message=(message.splitlines()[0] if message else "worker error (no message)")[:4000],
-            origin=Origin(ctx.path, 1, 0, doc.data.count(b"\n") + 1),
+            origin=Origin(ctx.path, 1, 0, raw.count(b"\n") + 1),
             severity=Severity.ERROR,
             host=ctx.host,
             gpu=str(attrs["gpu"]) if "gpu" in attrs else None,

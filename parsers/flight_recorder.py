@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from forensics.events import Event, Origin, Severity, TsSource
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.base import ParseContext, Record, whole_text
 from forensics.parsers.base import as_int as _int
 from forensics.parsers.safe_pickle import PickleError, load_plain, plain_nodes
 from forensics.textdoc import TextDocument
@@ -100,8 +100,11 @@ class FlightRecorderParser:
         return 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+        raw = whole_text(doc, ctx)
+        if raw is None:
+            return
         try:
-            data = json.loads(doc.data.decode("utf-8", errors="replace"))
+            data = json.loads(raw.decode("utf-8", errors="replace"))
         except (ValueError, RecursionError):
             ctx.warn("not a flight-recorder JSON dump (JSON did not parse)")
             return

@@ -39,7 +39,7 @@ from forensics.parsers.kernel_messages import (
     mark_link_devices,
 )
 from forensics.parsers.templates import Template, Templates, template_key
-from forensics.textdoc import Line, TextDocument
+from forensics.textdoc import Data, Line, TextDocument
 
 __all__ = [
     "FULL_PARSE_BYTES",
@@ -305,7 +305,7 @@ def _records_sparse(doc: TextDocument, reader: LineReader, literals: Iterable[by
 MAX_TEMPLATE_CONTINUATION = 8
 
 
-def _continuation_keys(data: bytes, start: int, nlines: int) -> tuple[bytes, ...] | None:
+def _continuation_keys(data: Data, start: int, nlines: int) -> tuple[bytes, ...] | None:
     """The template keys of the lines a record starting at ``start`` continues on (None: too many)."""
     if nlines - 1 > MAX_TEMPLATE_CONTINUATION:
         return None

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forensics.textdoc import Data
 
 __all__ = ["NcclLine", "bus_id_to_pci", "chain_code", "nccl_tests_outcome", "parse_nccl_line", "parse_nccl_tests"]
 
@@ -116,21 +119,25 @@ _MAX_ROWS = 10_000
 #: One line of the header's device list (``#  Rank  0 Group  0 Pid 78 on host device  0 [0x07] …``).
 _TESTS_RANK = re.compile(rb"(?m)^[^\n]{0,60}?Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s")
 _DEVICE_LIST_BYTES = 1 << 20
+#: How far after its header a run's rows and summary are looked for (a whole sweep is a few hundred
+#: rows; without a bound a header early in a 20 GB log would have the rest of it searched twice).
+_OUTCOME_BYTES = 64 << 20
 
 
-def nccl_tests_outcome(data: bytes, start: int, expected_ranks: int = 0) -> dict[str, Any]:
+def nccl_tests_outcome(data: Data, start: int, expected_ranks: int = 0) -> dict[str, Any]:
     """What followed an nccl-tests header at byte ``start``: how many result rows (capped), whether the
     ``Out of bounds values : 0 OK`` summary was printed, and whether the device list was cut. A header with
     no row after it is a run that never finished one collective (a hang, or output cut right there).
     nccl-tests prints its device list in one piece, every thread's and GPU's rank (at least ``nThread ×
     nGpus`` = ``expected_ranks``): fewer lines than that is a paste cut inside the list, not a hang."""
     rows = 0
-    for _ in _TESTS_ROW.finditer(data, start):
+    end = start + _OUTCOME_BYTES
+    for _ in _TESTS_ROW.finditer(data, start, end):
         rows += 1
         if rows >= _MAX_ROWS:
             break
     listed = sum(1 for _ in _TESTS_RANK.finditer(data, start, start + _DEVICE_LIST_BYTES))
-    return {"result_rows": rows, "passed": _TESTS_PASSED.search(data, start) is not None,
+    return {"result_rows": rows, "passed": _TESTS_PASSED.search(data, start, end) is not None,
             "device_list_cut": rows == 0 and 0 < listed < expected_ranks}
 
 

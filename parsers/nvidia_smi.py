@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 
 from forensics.events import MetricSample, Severity, TsSource
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.base import ParseContext, Record, whole_text
 from forensics.parsers.nvidia_smi_common import normalize_bus_id, number, parse_ctime, smi_event
 from forensics.textdoc import Line, TextDocument
 
@@ -203,7 +203,9 @@ def _around_the_table(doc: TextDocument, ctx: ParseContext, others: list[Line]) 
     bytes blanked out, newlines kept)."""
     from forensics.parsers.process_output import scan
 
-    data = doc.data
+    data = whole_text(doc, ctx)
+    if data is None:
+        return
     kept = bytearray(data.translate(_BLANK))
     for line in others:
         end = data.find(b"\n", line.offset)

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
 from forensics.events import TsSource
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.base import ParseContext, Record, whole_text
 from forensics.parsers.nvidia_smi_common import GpuFacts, facts_records, normalize_bus_id, parse_ctime
 from forensics.parsers.nvidia_smi_q import Leaves, facts_from_leaves
 from forensics.textdoc import TextDocument
@@ -126,7 +126,10 @@ class NvidiaSmiXmlParser:
         return 0.97 if "<nvidia_smi_log" in text else 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
-        text = doc.data.decode("utf-8", errors="replace")
+        raw = whole_text(doc, ctx)
+        if raw is None:
+            return
+        text = raw.decode("utf-8", errors="replace")
         text = re.sub(r"<!DOCTYPE[^>\[]*>", "", text, count=1)  # the external DTD line only
         if "<!ENTITY" in text or "<!DOCTYPE" in text:
             ctx.warn("XML with an inline DTD refused")
@@ -145,7 +148,7 @@ class NvidiaSmiXmlParser:
         if ts is None:
             ts_source = TsSource.NONE
         driver = (root.findtext("driver_version") or "").strip() or None
-        gpu_offsets = [m.start() for m in re.finditer(rb"<gpu[\s>]", doc.data)]
+        gpu_offsets = [m.start() for m in re.finditer(rb"<gpu[\s>]", raw)]
         for i, gpu in enumerate(root.findall("gpu")):
             bus_text = gpu.get("id") or gpu.findtext("pci/pci_bus_id") or str(i)
             bus = normalize_bus_id(bus_text) or bus_text

@@ -61,7 +61,7 @@ from forensics.parsers.stream_text import (
     timestamp,
 )
 from forensics.parsers.templates import Template, Templates
-from forensics.textdoc import Line, TextDocument
+from forensics.textdoc import Data, Line, TextDocument
 
 __all__ = [
     "ANOMALY_LITERALS",
@@ -253,7 +253,7 @@ class _Scan:
         if text:
             self.segment(line, text)
 
-    def skippable_progress(self, data: bytes, start: int, no: int = 0) -> bool:
+    def skippable_progress(self, data: Data, start: int, no: int = 0) -> bool:
         """The bulk of a long log, judged from raw bytes: a loss dict or a bar whose turn has not come
         in the thinned series, with nothing glued to it and nothing odd in it. Counted, not decoded."""
         thinner = self.thinner
@@ -264,7 +264,7 @@ class _Scan:
         end = len(data) if nl < 0 else nl
         seg = data.rfind(b"\r", start, end - 1) + 1 or start
         iteration = data.find(b" iteration ", seg, end) >= 0 and data.find(b"per iteration", seg, end) >= 0
-        if not (iteration or data.startswith(b"{'", seg) or data.find(b"it/s]", seg, end) >= 0
+        if not (iteration or data[seg:seg + 2] == b"{'" or data.find(b"it/s]", seg, end) >= 0
                 or data.find(b"s/it]", seg, end) >= 0):
             return False
         if iteration:  # a Megatron line names its nan/skipped counters: only a non-zero one is odd

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from forensics.events import Event, Origin, TsSource
 from forensics.parsers.base import ParseContext
-from forensics.textdoc import TextDocument
+from forensics.textdoc import Data, TextDocument
 
 __all__ = ["MAX_BYTES", "rank_activity"]
 
@@ -26,7 +26,7 @@ _LABEL = re.compile(rb"^\[(?:rank|default) ?(\d{1,5})\](?::\s?| )", re.M)
 _DIGITS = re.compile(r"\d+(?:\.\d+)?")
 
 
-def _template(data: bytes, start: int) -> str:
+def _template(data: Data, start: int) -> str:
     """A line's text after its label, numbers masked: what ranks running the same code share."""
     end = data.find(b"\n", start, start + 400)
     text = data[start:end if end >= 0 else start + 400].decode("utf-8", "replace")
@@ -38,7 +38,7 @@ def rank_activity(doc: TextDocument, ctx: ParseContext,
     """One event per labelled rank of ``doc`` (empty for big files or fewer than two ranks).
     ``timestamp(offset)`` places a line (the recorder's receipt time in a bundle)."""
     data = doc.data
-    if len(data) > MAX_BYTES or (b"[rank" not in data and b"[default" not in data):
+    if len(data) > MAX_BYTES or (data.find(b"[rank") < 0 and data.find(b"[default") < 0):
         return []
     seen: dict[int, list[int]] = {}  # rank -> [lines, last offset]
     first: dict[int, str] = {}  # rank -> its first labelled line's template

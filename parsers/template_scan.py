@@ -51,7 +51,7 @@ from forensics.parsers.templates import (
 )
 
 if TYPE_CHECKING:
-    from forensics.textdoc import TextDocument
+    from forensics.textdoc import Data, TextDocument
 
 __all__ = ["CHUNK_MAX", "MIN_BYTES", "VisitPlan", "plan_for", "value_literal", "visits"]
 
@@ -292,11 +292,14 @@ class _Prepared(NamedTuple):
     raw_pairs: Any  # (line index, raw literal index) of each raw literal hit; None: not scanned
 
 
-def _prepare(data: Any, start: int, end: int, raw_lits: list[bytes] | None) -> _Prepared:
+def _prepare(data: Data, start: int, end: int, raw_lits: list[bytes] | None) -> _Prepared:
     """The C-level part of a chunk's plan: keys, groups, line starts, ranks, raw literal hits."""
     import numpy as np
 
     raw = data[start:end]
+    release = getattr(data, "release", None)  # a mapped file: give the pages back (a worker's own mapping)
+    if release is not None and _SHARED is not None:
+        release(start, end)
     keys = raw.translate(None, DIGITS).split(b"\n")
     if raw.endswith(b"\n"):
         keys.pop()
@@ -566,6 +569,7 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
     raw_lits = [lit for lit, _ in plan.raw]
     n_sampled = 0
     first_no = 1  # the number of the chunk's first line
+    released = 0  # pages before this offset given back
     bounds = _chunk_bounds(data, size)
     for prep in _prepared(data, bounds, raw_lits, scan_workers(size) if len(bounds) > 2 else 1):
         n_lines = len(prep.local)
@@ -602,4 +606,8 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
         while n_sampled and every * SAMPLED_TARGET < n_sampled * size // prep.end:
             every *= 2
         doc.note_read(prep.end)
+        # The parser is done with the chunk before the last (it may still read a little past a chunk's
+        # end): a mapped file's pages of it are given back.
+        doc.release(released, max(released, prep.start - textdoc.RELEASE_LAG))
+        released = max(released, prep.start - textdoc.RELEASE_LAG)
         first_no += n_lines

@@ -29,6 +29,10 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from forensics.textdoc import Data
 
 __all__ = ["BUCKETS", "DIGITS", "FULL", "MAX_TEMPLATE_BYTES", "RAW_RANK", "TAIL", "Template", "Templates", "raw_rank",
            "template_key"]
@@ -57,7 +61,7 @@ def template_key(raw: bytes) -> bytes:
     return raw.translate(None, DIGITS)
 
 
-def raw_rank(data: bytes, start: int, end: int | None = None) -> int | None:
+def raw_rank(data: Data, start: int, end: int | None = None) -> int | None:
     """The rank a raw line names in its prefix (``[rank3]:``, NCCL's ``host:pid:tid [3]``, ``3: ``)."""
     m = RAW_RANK.match(data, start) if end is None else RAW_RANK.match(data, start, end)
     if m is None:
@@ -94,7 +98,7 @@ class Templates:
         self.by_key: dict[bytes, Template] = {}
         self.skipped = 0
 
-    def lookup(self, data: bytes, start: int, end: int) -> Template | None:
+    def lookup(self, data: Data, start: int, end: int) -> Template | None:
         """The template of the line ``data[start:end]``; None when the line is not one (too long, a bar)."""
         if end - start > MAX_TEMPLATE_BYTES:
             return None
@@ -108,7 +112,7 @@ class Templates:
             tpl = self.by_key[key] = Template()
         return tpl
 
-    def should_skip(self, tpl: Template, data: bytes, start: int, end: int, no: int = 0) -> bool:
+    def should_skip(self, tpl: Template, data: Data, start: int, end: int, no: int = 0) -> bool:
         """Count this occurrence; True when it need not be parsed. ``no``: its line number when the
         caller knows it (else it is not even counted)."""
         tpl.n += 1

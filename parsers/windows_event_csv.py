@@ -14,7 +14,7 @@ import io
 from collections.abc import Iterator
 
 from forensics.events import TsSource
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.base import ParseContext, Record, whole_text
 from forensics.parsers.windows_event_text import insertion_strings
 from forensics.parsers.windows_events import (
     build_winevent,
@@ -79,7 +79,10 @@ The message resource is present but the message was not found in the message tab
         return 0.97 if head and _header_kind(head[0]) else 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
-        text = doc.data.decode("utf-8", errors="replace")
+        raw = whole_text(doc, ctx)
+        if raw is None:
+            return
+        text = raw.decode("utf-8", errors="replace")
         first_nl = text.find("\n")
         sep = _header_kind(text[: first_nl if first_nl >= 0 else len(text)])
         if sep is None:

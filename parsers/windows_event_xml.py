@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from forensics.events import TsSource
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.base import ParseContext, Record, whole_text
 from forensics.parsers.windows_events import build_winevent, parse_iso_utc
 from forensics.textdoc import TextDocument
 
@@ -279,7 +279,10 @@ class WindowsEventXmlParser:
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
         if _ESCAPED.match(doc.data[:200].decode("utf-8", errors="replace")):
             # entities hold no newline: the unescaped text keeps every line where it was
-            doc = TextDocument(html.unescape(doc.data.decode("utf-8", errors="replace")).encode(), doc.path)
+            raw = whole_text(doc, ctx)
+            if raw is None:
+                return
+            doc = TextDocument(html.unescape(raw.decode("utf-8", errors="replace")).encode(), doc.path)
         yield from iter_event_xml(doc, ctx, cut_ok=True)
         yield from _salvage_last(doc, ctx)
 

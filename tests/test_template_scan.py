@@ -278,3 +278,31 @@ def test_progress_lines_an_anchor_also_names_are_still_sampled_past_its_budget(f
     got = [no for _, no in template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan,
                                                  limit=100, every=8)]
     assert any(no > 5000 for no in got) and len(got) < 1500
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_mapped_file_is_planned_as_its_bytes_and_its_pages_are_given_back(
+        tmp_path: Path, forced: None, monkeypatch: pytest.MonkeyPatch, workers: str) -> None:
+    import sys
+
+    from forensics import textdoc
+    from forensics.filemap import open_map
+
+    monkeypatch.setattr(textdoc, "RELEASE_LAG", 64 << 10)
+    text = _mixed(20000, seed=14).encode()
+    path = tmp_path / "train.log"
+    path.write_bytes(text)
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, tail=BAR_LITERALS,
+                                   sampled=PROGRESS_LITERALS)
+    want = list(template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan, every=4))
+    monkeypatch.setattr(template_scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setenv(template_scan.WORKERS_ENV, workers)
+    doc = TextDocument(open_map(path, len(text)), str(path))
+    assert list(template_scan.visits(doc, Templates(len(text)), plan, every=4)) == want
+    if sys.platform.startswith("linux"):
+        resident = 0
+        lines = Path("/proc/self/smaps").read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line.endswith(str(path)):
+                resident += next(int(x.split()[1]) for x in lines[i + 1:] if x.startswith("Rss:"))
+        assert resident * 1024 < len(text) // 2  # the chunks behind the scan are no longer resident
