@@ -51,6 +51,23 @@ class LineIndex:
         self.newlines = total
         self.size = size
 
+    @classmethod
+    def from_counts(cls, data: Buffer, counts: list[int]) -> LineIndex:
+        """The index of ``data`` from the newlines in each of its :data:`BLOCK`-byte blocks, counted by
+        someone who read it anyway (the template pre-pass); ``counts`` covers every block."""
+        index = cls.__new__(cls)
+        index.data = data
+        index.block = BLOCK
+        cum = array("q", [0])
+        total = 0
+        for n in counts:
+            total += n
+            cum.append(total)
+        index.cum = cum
+        index.newlines = total
+        index.size = len(data)
+        return index
+
     def newlines_before(self, offset: int) -> int:
         """Newlines in ``data[:offset]``."""
         offset = min(max(offset, 0), self.size)

@@ -161,6 +161,13 @@ class TextDocument:
                 self.release(behind, upto)
                 behind = upto
 
+    def adopt_block_counts(self, counts: list[int]) -> None:
+        """The newlines of each :data:`~forensics.lineindex.BLOCK` of the document, counted by a reader
+        that went through all of it: a mapped document's line index is made from them instead of a
+        pass of its own."""
+        if self.mapped and self._index is None:
+            self._index = LineIndex.from_counts(self.data, counts)
+
     def _line_index(self) -> LineIndex:
         if self._index is None:
             self._index = LineIndex(self.data, self.release)
@@ -392,9 +399,8 @@ class TextDocument:
         between calls (newlines are counted incrementally, vectorised over long spans; a mapped
         document's from its :class:`~forensics.lineindex.LineIndex`)."""
         data = self.data
-        if isinstance(data, FileMap):
-            index = self._line_index()
-            return lambda offset: index.newlines_before(offset) + 1
+        if isinstance(data, FileMap):  # the index is made on the first call (often never: the scan gave numbers)
+            return lambda offset: self._line_index().newlines_before(offset) + 1
         count = _newline_counter(data)
         state = [1, 0]  # line number at state[1]
 

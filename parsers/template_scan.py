@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator
 from itertools import accumulate, count, repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from forensics import textdoc
+from forensics import lineindex, textdoc
 from forensics.parsers.templates import (
     BUCKETS,
     DIGITS,
@@ -290,6 +290,7 @@ class _Prepared(NamedTuple):
     line_starts: Any  # per line: its start, relative to the chunk
     ranks: dict[int, set[int]]  # per frequent group with a rank prefix: the ranks on its lines
     raw_pairs: Any  # (line index, raw literal index) of each raw literal hit; None: not scanned
+    blocks: Any  # newlines in each lineindex.BLOCK from the chunk's first block (for the line index)
 
 
 def _prepare(data: Data, start: int, end: int, raw_lits: list[bytes] | None) -> _Prepared:
@@ -315,12 +316,13 @@ def _prepare(data: Data, start: int, end: int, raw_lits: list[bytes] | None) -> 
     bounds = np.concatenate((np.zeros(1, np.int64), np.cumsum(sizes)))
     newlines = np.flatnonzero(np.frombuffer(raw, np.uint8) == 10)
     line_starts = np.concatenate((np.zeros(1, np.int64), newlines[: len(keys) - 1] + 1))
+    blocks = np.bincount((newlines + start) // lineindex.BLOCK - start // lineindex.BLOCK)
     ranks: dict[int, set[int]] = {}
     for g in np.flatnonzero(sizes > 1).tolist():
         if RAW_RANK.match(raw, int(line_starts[firsts[g]])) is not None:
             ranks[g] = _ranks(raw, line_starts[order[bounds[g]:bounds[g + 1]]])
     pairs = _raw_pairs(raw, line_starts, raw_lits) if raw_lits else None
-    return _Prepared(start, end, list(first), local, order, bounds, line_starts, ranks, pairs)
+    return _Prepared(start, end, list(first), local, order, bounds, line_starts, ranks, pairs, blocks)
 
 
 def _raw_pairs(raw: bytes, line_starts: Any, lits: list[bytes]) -> Any:
@@ -570,9 +572,12 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
     n_sampled = 0
     first_no = 1  # the number of the chunk's first line
     released = 0  # pages before this offset given back
+    block_counts = np.zeros(size // lineindex.BLOCK + 1, np.int64)
     bounds = _chunk_bounds(data, size)
     for prep in _prepared(data, bounds, raw_lits, scan_workers(size) if len(bounds) > 2 else 1):
         n_lines = len(prep.local)
+        first_block = prep.start // lineindex.BLOCK
+        block_counts[first_block:first_block + len(prep.blocks)] += prep.blocks
         gids = table.ids_for(prep.distinct)
         group_cls = table.cls[gids]
         fixed = []  # lines read whatever the templates say: raw hits, sampled progress lines
@@ -611,3 +616,4 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
         doc.release(released, max(released, prep.start - textdoc.RELEASE_LAG))
         released = max(released, prep.start - textdoc.RELEASE_LAG)
         first_no += n_lines
+    doc.adopt_block_counts(block_counts.tolist())

@@ -299,6 +299,14 @@ def test_a_mapped_file_is_planned_as_its_bytes_and_its_pages_are_given_back(
     monkeypatch.setenv(template_scan.WORKERS_ENV, workers)
     doc = TextDocument(open_map(path, len(text)), str(path))
     assert list(template_scan.visits(doc, Templates(len(text)), plan, every=4)) == want
+    # the pre-pass counted the newlines of every block: the line index is made from them, not again
+    from forensics.lineindex import LineIndex
+
+    adopted = doc._index
+    assert adopted is not None and list(adopted.cum) == list(LineIndex(text).cum)
+    plain = TextDocument(text, "x.log")
+    for offset in range(0, len(text), 9973):
+        assert doc.line_no_at(offset) == plain.line_no_at(offset)
     if sys.platform.startswith("linux"):
         resident = 0
         lines = Path("/proc/self/smaps").read_text().splitlines()
