@@ -183,9 +183,10 @@ def _reference_rows(events: list[Event], metrics: list[MetricSample] = ()) -> li
     """The join as it was written first (every fact against every row so far, in row order): the
     oracle the indexed join must agree with."""
     import forensics.identity as identity
+    from forensics.identity_join import Group, Joiner
 
-    class Probe(identity._Joiner):
-        def add(self, fact: identity._Group) -> None:
+    class Probe(Joiner):
+        def add(self, fact: Group) -> None:
             merged, rest = fact, []
             for g in self.groups:
                 if set(merged.keys()) & set(g.keys()) and merged.compatible(g):
@@ -194,30 +195,29 @@ def _reference_rows(events: list[Event], metrics: list[MetricSample] = ()) -> li
                     rest.append(g)
             self.groups = [*rest, merged]
 
-        def rows(self) -> list[identity._Group]:
+        def rows(self) -> list[Group]:
             return self.groups
 
-    orig = identity._Joiner
     probe = Probe()
     probe.groups = []  # type: ignore[attr-defined]
-    identity._Joiner = lambda: probe  # type: ignore[assignment,misc]
+    identity.Joiner = lambda: probe  # type: ignore[assignment,misc]
     try:
         return list(build_identity(events, metrics))
     finally:
-        identity._Joiner = orig  # type: ignore[misc]
+        identity.Joiner = Joiner  # type: ignore[misc]
 
 
 def _count_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    import forensics.identity as identity
+    from forensics.identity_join import Group
 
     calls = [0]
-    compatible = identity._Group.compatible
+    compatible = Group.compatible
 
-    def counted(self: identity._Group, other: identity._Group) -> bool:
+    def counted(self: Group, other: Group) -> bool:
         calls[0] += 1
         return compatible(self, other)
 
-    monkeypatch.setattr(identity._Group, "compatible", counted)
+    monkeypatch.setattr(Group, "compatible", counted)
     return calls
 
 
