@@ -128,9 +128,12 @@ _NOISE = (
 )
 
 
-def gen_kernel(path: Path, size_mb: float, seed: int = 4321) -> None:
-    """A long dmesg of a GPU host: AER corrected storms, NVRM chatter, noise; a fatal AER and Xid 79 near the end."""
+def gen_kernel(path: Path, size_mb: float, seed: int = 4321, fresh_uuids: bool = False) -> None:
+    """A long dmesg of a GPU host: AER corrected storms, NVRM chatter, noise; a fatal AER and Xid 79 near the end.
+    ``fresh_uuids``: every ``NVRM: GPU at PCI:…`` line names a new UUID (an earlier draft of this generator,
+    which made the identity join quadratic)."""
     rnd = random.Random(seed)
+    serial = 0
     limit = int(size_mb * 1_000_000)
     written, t = 0, 5.0
     with path.open("w", encoding="utf-8", newline="\n") as f:
@@ -148,8 +151,9 @@ def gen_kernel(path: Path, size_mb: float, seed: int = 4321) -> None:
             else:
                 k = rnd.randrange(4)
                 tmpl = _NOISE[rnd.randrange(len(_NOISE))]
+                serial += 1
                 lines = [tmpl.format(n=rnd.randrange(1 << 16), p=rnd.randrange(1, 99999), t=1.7e9 + t,
-                                     k=k + 1, bus=_BUS[k])]
+                                     k=serial if fresh_uuids and "GPU-" in tmpl else k + 1, bus=_BUS[k])]
             for body in lines:
                 line = f"[{t:12.6f}] {body}"
                 buf.append(line)
@@ -172,8 +176,12 @@ def gen_training(path: Path, size_mb: float) -> None:
     bench_analyze.generate(path, size_mb)
 
 
+def gen_kernel_uuids(path: Path, size_mb: float) -> None:
+    gen_kernel(path, size_mb, fresh_uuids=True)
+
+
 SHAPES: dict[str, Callable[[Path, float], None]] = {"mixed": gen_mixed, "kernel": gen_kernel,
-                                                    "training": gen_training}
+                                                    "kernel-uuids": gen_kernel_uuids, "training": gen_training}
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, int]:

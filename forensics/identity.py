@@ -13,6 +13,10 @@ reused by another job, a sub-communicator's rank), in which case they stay apart
 taken from NCCL only for the largest communicator seen (the world), since sub-communicators
 number their ranks from 0. Events without a host join the only named host when there is one.
 
+The join is sequential, as if each new fact were tried against every row so far in the order the
+rows were last changed, absorbing each that shares a key with it and agrees with it; it is computed
+with an index (``forensics/identity_join.py``), so a fact costs the rows it could join, not all rows.
+
 Only GPUs become rows. A PCI address is a GPU's when a parser put it in ``Event.gpu`` (NVML,
 nvidia-smi, lspci NVIDIA devices, an ``nvidia`` driver line) or when it is the ``pci``/``bus_id``
 of an event whose kind speaks of GPUs (Xid and NVRM lines, NVML events, nvidia-smi, NCCL's
@@ -25,17 +29,17 @@ known: its own ``pci``, or for AER the device behind the port that the message n
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from forensics.events import Event, MetricSample
+from forensics.identity_join import Group as _Group
+from forensics.identity_join import Joiner
 from forensics.parsers.base import as_int as _int
 from forensics.pci import find_pci, normalize_pci
 
 __all__ = ["Identity", "IdentityTable", "build_identity"]
 
-_SINGLE = ("rank", "local_rank", "gpu_index", "uuid", "pci")
-_HOST_SCOPED = ("local_rank", "gpu_index", "pci", "pid")
 #: event kinds whose ``pci``/``bus_id`` attr is a GPU's address
 _GPU_KINDS = frozenset({"xid", "nvrm", "ecc", "gpu-lost", "gpu-info", "nvidia-smi", "nccl"})
 
@@ -58,31 +62,6 @@ class Identity:
         if self.pci:
             return self.pci
         return str(self.gpu_index) if self.gpu_index is not None else None
-
-
-@dataclass
-class _Group:
-    host: str | None
-    values: dict[str, Any] = field(default_factory=dict)
-    pids: set[int] = field(default_factory=set)
-
-    def compatible(self, other: _Group) -> bool:
-        if self.host != other.host and self.host is not None and other.host is not None:
-            return False
-        return all(self.values[k] == other.values[k] for k in self.values.keys() & other.values.keys())
-
-    def absorb(self, other: _Group) -> None:
-        self.host = self.host or other.host
-        for k, v in other.values.items():
-            self.values.setdefault(k, v)
-        self.pids |= other.pids
-
-    def keys(self) -> list[tuple[str, str | None, Any]]:
-        out: list[tuple[str, str | None, Any]] = []
-        for k, v in self.values.items():
-            out.append((k, self.host if k in _HOST_SCOPED else None, v))
-        out.extend(("pid", self.host, p) for p in self.pids)
-        return out
 
 
 def _gpu_address(kind: str, attrs: Mapping[str, Any]) -> str | None:
@@ -253,15 +232,10 @@ def build_identity(events: Iterable[Event], metrics: Iterable[MetricSample] = ()
         for f in facts:
             f.host = f.host or only
 
-    groups: list[_Group] = []
+    joiner = Joiner()
     for f in facts:
-        merged, rest = f, []
-        for g in groups:
-            if set(merged.keys()) & set(g.keys()) and merged.compatible(g):
-                merged.absorb(g)
-            else:
-                rest.append(g)
-        groups = [*rest, merged]
+        joiner.add(f)
+    groups = joiner.rows()
     rows = [
         Identity(host=g.host, rank=g.values.get("rank"), local_rank=g.values.get("local_rank"),
                  gpu_index=g.values.get("gpu_index"), uuid=g.values.get("uuid"), pci=g.values.get("pci"),

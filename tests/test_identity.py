@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from forensics.analysis import analyze
 from forensics.events import Event, MetricSample, Origin, TsSource
@@ -173,3 +175,105 @@ def test_kernel_log_aer_and_xid_end_to_end(tmp_path: Path) -> None:
     got = [(e.kind, e.gpu) for e in analysis.timeline.events if e.kind in ("aer", "xid")]
     assert got == [("aer", None), ("aer", None), ("aer", "0000:b8:00.0"), ("xid", "0000:b8:00.0")]
     assert [r.pci for r in analysis.timeline.identity] == ["0000:b8:00.0"]
+
+
+# -- the join: the same rows as the sequential reference, in bounded work -------------------------
+
+def _reference_rows(events: list[Event], metrics: list[MetricSample] = ()) -> list[Identity]:  # type: ignore[assignment]
+    """The join as it was written first (every fact against every row so far, in row order): the
+    oracle the indexed join must agree with."""
+    import forensics.identity as identity
+    from forensics.identity_join import Group, Joiner
+
+    class Probe(Joiner):
+        def add(self, fact: Group) -> None:
+            merged, rest = fact, []
+            for g in self.groups:
+                if set(merged.keys()) & set(g.keys()) and merged.compatible(g):
+                    merged.absorb(g)
+                else:
+                    rest.append(g)
+            self.groups = [*rest, merged]
+
+        def rows(self) -> list[Group]:
+            return self.groups
+
+    probe = Probe()
+    probe.groups = []  # type: ignore[attr-defined]
+    identity.Joiner = lambda: probe  # type: ignore[assignment,misc]
+    try:
+        return list(build_identity(events, metrics))
+    finally:
+        identity.Joiner = Joiner  # type: ignore[misc]
+
+
+def _count_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from forensics.identity_join import Group
+
+    calls = [0]
+    compatible = Group.compatible
+
+    def counted(self: Group, other: Group) -> bool:
+        calls[0] += 1
+        return compatible(self, other)
+
+    monkeypatch.setattr(Group, "compatible", counted)
+    return calls
+
+
+def test_a_new_uuid_on_every_line_costs_no_pass_over_the_earlier_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel shape that once took minutes: ~20k distinct (PCI address, UUID) facts on 4 GPUs, and
+    ~20k distinct pids on one GPU. Each fact is checked against a bounded number of rows."""
+    buses = ["0000:18:00.0", "0000:2a:00.0", "0000:3b:00.0", "0000:5d:00.0"]
+    uuid_events = [ev("nvrm", gpu=buses[i % 4], uuid=f"GPU-{i:08x}-2b7a-9c44-0d51-{i:012x}") for i in range(20_000)]
+    pid_events = [ev("xid", gpu=buses[0], pid=10_000 + i, xid=13, pci=buses[0]) for i in range(20_000)]
+    calls = _count_checks(monkeypatch)
+    table = build_identity(uuid_events + pid_events)
+    assert calls[0] <= 3 * 40_000  # (the sequential join: ~10^8 checks)
+    assert len(table) == 20_000  # one row per UUID; each pid joined one row of bus 0, in row order
+    assert {r.pci for r in table} == set(buses)
+    pids = [p for r in table for p in r.pids]
+    assert len(pids) == 20_000 and set(pids) == set(range(10_000, 30_000))
+    assert all(r.pci == buses[0] for r in table if r.pids)
+    calls[0] = 0
+    one_gpu = build_identity(pid_events)  # every pid joins the one row of bus 0
+    assert len(one_gpu) == 1 and len(next(iter(one_gpu)).pids) == 20_000 and calls[0] <= 20_000
+
+
+def test_real_samples_join_as_the_reference_does() -> None:
+    """The rows of the samples' events (recorded bundles, a kernel log, multi-rank NCCL) equal the
+    sequential join's, row for row."""
+    root = Path(__file__).resolve().parents[1]
+    cases = [root / "samples" / "recorded" / name for name in ("silent-stall-2gpu", "collective-desync-2gpu",
+                                                                 "oom-first-backward")]
+    cases += sorted((root / "tests" / "corpus" / "cases").glob("*xid*"))[:6]
+    compared = 0
+    for case in cases:
+        timeline = analyze([str(case)]).timeline
+        assert list(build_identity(timeline.events, timeline.metrics)) == _reference_rows(timeline.events,
+                                                                                          timeline.metrics)
+        compared += len(timeline.identity)
+    assert compared >= 5
+
+
+HOSTS = st.sampled_from([None, "a", "b"])
+SMALL = st.one_of(st.none(), st.integers(0, 3))
+
+
+@st.composite
+def id_events(draw: st.DrawFn) -> Event:
+    kind = draw(st.sampled_from(["nccl", "xid", "nvidia-smi", "oom", "torchrun", "nvrm"]))
+    attrs: dict[str, Any] = {}
+    for name, values in (("uuid", st.sampled_from(["GPU-a", "GPU-b", "GPU-c"])), ("local_rank", st.integers(0, 2)),
+                         ("index", st.integers(0, 2)), ("nranks", st.sampled_from([2, 4])),
+                         ("pci", st.sampled_from(["0000:3b:00.0", "0000:5d:00.0"]))):
+        if draw(st.booleans()):
+            attrs[name] = draw(values)
+    return ev(kind, host=draw(HOSTS), gpu=draw(st.one_of(st.none(), st.sampled_from(["0", "1", "0000:3b:00.0"]))),
+              rank=draw(SMALL), pid=draw(st.one_of(st.none(), st.integers(100, 103))), **attrs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(events=st.lists(id_events(), max_size=100))
+def test_indexed_join_equals_the_sequential_one(events: list[Event]) -> None:
+    assert list(build_identity(events)) == _reference_rows(events)
