@@ -65,7 +65,10 @@ class Degradation:
             if note:
                 item["note"] = note
             self.items.append(item)
-            first, self._said = not self._said, True
+            # one line on stderr: the first loss — and the bundle directory's removal whenever it comes
+            # (a file inside it, deleted by the same removal, may have been noticed a moment before)
+            first = not self._said or what == "bundle directory"
+            self._said = True
         if first:
             line = (f"forensics record: {what}: {error}; recording degraded from {iso_utc(ns)} "
                     f"(the command runs on; what was lost is noted in {self.bundle}/{MARKER})\n")

@@ -13,7 +13,9 @@ import contextlib
 import errno
 import json
 import os
+import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,8 +52,26 @@ def atomic_write_json(path: Path, data: dict[str, Any]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    _replace(tmp, path)
     fsync_dir(path.parent)
+
+
+#: Tries of a rename on Windows, where a reader holding the old file open (``analyze`` or a virus
+#: scanner reading the manifest) makes it fail for as long as it holds it.
+REPLACE_TRIES = 20
+
+
+def _replace(tmp: Path, path: Path, tries: int = REPLACE_TRIES, pause_s: float = 0.05) -> None:
+    """``os.replace``, tried again for about a second when the target is held open (Windows
+    ``PermissionError``); the last failure is raised to the caller, who reports it."""
+    for attempt in range(tries):
+        try:
+            os.replace(tmp, path)
+            return
+        except PermissionError:
+            if sys.platform != "win32" or attempt == tries - 1:
+                raise
+            time.sleep(pause_s)
 
 
 class AppendFile:
