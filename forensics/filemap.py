@@ -53,9 +53,12 @@ class FileMap(mmap.mmap):
         end = min(end, len(self))
         if end <= start:
             return
+        advise = getattr(self, "madvise", None)  # not on Windows (nor is _DONTNEED)
+        if advise is None:
+            return
         for a, b in _unpinned(start, end, self._pinned):
             try:
-                self.madvise(_DONTNEED, a, b - a)
+                advise(_DONTNEED, a, b - a)
             except (OSError, ValueError):  # an odd platform refusing the hint costs memory, not the analysis
                 return
 
