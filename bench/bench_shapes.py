@@ -20,7 +20,7 @@ child's own user+sys CPU and peak RSS come from ``os.wait4``.
 ``--big GB`` adds one run on a ``mixed`` log of that many GB: the 1 GB ``mixed`` log, generated (or
 kept) as above, concatenated ``GB`` times with ``os.copy_file_range`` (generating 20 GB at ~30 MB/s
 would take ten minutes; its counters restart every GB, which the analyzer reads as restarts), timed
-once against grep and deleted afterwards.
+once against grep and deleted afterwards (analyze's JSON is kept beside it).
 
 Usage::
 
@@ -184,8 +184,10 @@ SHAPES: dict[str, Callable[[Path, float], None]] = {"mixed": gen_mixed, "kernel"
                                                     "kernel-uuids": gen_kernel_uuids, "training": gen_training}
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, int]:
-    """(wall s, user s, sys s, peak RSS KiB) of one run; ``grep``'s exit 1 (no match) is fine."""
+def timed(cmd: list[str], env: dict[str, str] | None = None,
+          sink: Path | None = None) -> tuple[float, float, float, int]:
+    """(wall s, user s, sys s, peak RSS KiB) of one run; ``grep``'s exit 1 (no match) is fine. Its
+    standard output goes to ``sink`` when given."""
     t0 = time.perf_counter()
     # Run outside the checkout: ``python -m`` puts the working directory first on sys.path, which
     # would shadow ``--code``.
@@ -196,8 +198,9 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
     stderr = proc.stderr
     t = threading.Thread(target=lambda: errs.append(stderr.read()), daemon=True)
     t.start()
-    while proc.stdout.read(1 << 16):
-        pass
+    with sink.open("wb") if sink is not None else open(os.devnull, "wb") as out:
+        while chunk := proc.stdout.read(1 << 16):
+            out.write(chunk)
     t.join()
     _, status, ru = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -245,7 +248,7 @@ def big_run(keep: Path, gb: int, analyze: list[str], patterns: Path, env: dict[s
     print(f"  (concatenated {big} in {time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     try:
         subprocess.run(["cat", str(big)], stdout=subprocess.DEVNULL, check=False)
-        ours = [timed([*analyze, str(big)], env)]
+        ours = [timed([*analyze, str(big)], env, keep / f"mixed-{gb}x1000.json")]  # the verdict, kept
         theirs = [timed(["grep", "-c", "-E", "-f", str(patterns), str(big)])]
         return row("mixed", big.stat().st_size / 1e6, ours, theirs)
     finally:
