@@ -28,7 +28,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from typing import IO
 
-__all__ = ["MAP_MIN_BYTES", "FileMap", "map_file"]
+__all__ = ["MAP_MIN_BYTES", "FileMap", "map_file", "open_map"]
 
 #: Regular files from this size on are mapped instead of read (the same size past which
 #: ``presentation.learn`` no longer peels a file, so a mapped file is never peeled).
