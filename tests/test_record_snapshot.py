@@ -19,13 +19,19 @@ echo '{"torch": "2.11.0"}'
 """
 
 
-def test_pip_freeze_credentials_are_redacted(tmp_path: Path) -> None:
+def _snapshot(tmp_path: Path) -> Path:
+    """Run the snapshot into ``tmp_path/bundle`` with the fake interpreter; the bundle."""
     python = tmp_path / "python"
     python.write_text(FAKE_PYTHON)
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     assert snapshot.main([str(bundle), str(python)]) == 0
+    return bundle
+
+
+def test_pip_freeze_credentials_are_redacted(tmp_path: Path) -> None:
+    bundle = _snapshot(tmp_path)
     freeze = (bundle / "host" / "pip-freeze.txt").read_text()
     assert "torch==2.11.0" in freeze
     assert "github.com/org/mylib.git" in freeze
@@ -53,12 +59,7 @@ def test_the_pci_tree_is_captured_and_read_into_the_topology(tmp_path: Path, mon
                                        listing=data / "lpic-laptop-mx150-lspci.txt"))
     lspci.chmod(lspci.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    python = tmp_path / "python"
-    python.write_text(FAKE_PYTHON)
-    python.chmod(python.stat().st_mode | stat.S_IEXEC)
-    bundle = tmp_path / "bundle"
-    bundle.mkdir()
-    assert snapshot.main([str(bundle), str(python)]) == 0
+    bundle = _snapshot(tmp_path)
     tree = (bundle / "host" / "lspci-tree.txt").read_text()
     assert "GP108M [GeForce MX150]" in tree
     assert "Host bridge" in (bundle / "host" / "lspci.txt").read_text()
@@ -72,12 +73,7 @@ def test_the_pci_tree_is_captured_and_read_into_the_topology(tmp_path: Path, mon
 
 def test_no_lspci_is_said_in_the_snapshot_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    python = tmp_path / "python"
-    python.write_text(FAKE_PYTHON)
-    python.chmod(python.stat().st_mode | stat.S_IEXEC)
-    bundle = tmp_path / "bundle"
-    bundle.mkdir()
-    assert snapshot.main([str(bundle), str(python)]) == 0
+    bundle = _snapshot(tmp_path)
     import json
 
     log = json.loads((bundle / "host" / "snapshot.json").read_text())["commands"]
