@@ -6,24 +6,26 @@ literal. Looking at each hit line from Python (a match callback, a template look
 cost a few microseconds a line; grep spends a fraction of one. :func:`visits` instead works on a
 whole chunk at a time with C-level operations only:
 
-1. the chunk's bytes with their digits deleted (``bytes.translate``), split into lines: each line's
-   *template key* (``[rank3]`` and ``[rank12]``, step 5 and step 50 000 are one key);
-2. each line's key mapped to a small integer by one ``map`` over a dict (``setdefault``), into a
-   numpy array; a key seen for the first time is classified once — which literals it holds, and
-   of which class (:data:`PLAIN`, :data:`SAMPLED`, :data:`CAPPED`) — by a Hyperscan pass over the
-   chunk's *new* keys only;
+1. (:func:`_prepare`, in a forked worker process for big files) the chunk's bytes with their digits
+   deleted (``bytes.translate``), split into lines: each line's *template key* (``[rank3]`` and
+   ``[rank12]``, step 5 and step 50 000 are one key); the lines grouped by key with one ``map`` of
+   ``dict.setdefault`` and numpy; the ranks on each group's lines read from its prefix column;
+2. each of the chunk's distinct keys given its file-wide id; a key seen for the first time is
+   classified once — which literals it holds, and of which class (:data:`PLAIN`, :data:`SAMPLED`,
+   :data:`CAPPED`) — by a Hyperscan pass over the chunk's *new* keys only;
 3. numpy picks the lines to read: every line of a key that is new or that the parser has not found
    safe to count yet, one progress line in ``every``, and for a key the parser has found simple
    (:class:`~forensics.parsers.templates.Templates`) only its first line in each stretch of the
-   file; the other occurrences are counted into its :class:`Template` (count, the last offsets, the
-   ranks of a sample of them) without a Python call each;
+   file; the other occurrences are counted into its :class:`Template` (count, the last offsets,
+   their ranks) without a Python call each;
 4. literals whose digits carry the meaning (``nan iterations:   3``, ``'loss': 0.0,``,
    ``error=59``) cannot be judged from a key with the digits gone: one Hyperscan pass over the raw
    chunk finds them (they are rare, so it has almost no callbacks).
 
 Chunks start at 1 MiB and double up to :data:`CHUNK_MAX`, so the templates of a log are learned on
 its first megabytes. The generator is lazy: the parser reads one chunk's lines (learning which
-templates are simple) before the next chunk is planned. The lines it yields are exactly the lines
+templates are simple) before the next chunk is planned, and a chunk is planned again once its new
+templates have been read :data:`~forensics.parsers.templates.FULL` times. The lines it yields are exactly the lines
 ``TextDocument.candidate_starts`` would (up to a literal that spans a deleted digit, which only
 adds lines), minus the occurrences of simple templates that are counted instead.
 """
@@ -59,8 +61,9 @@ __all__ = ["CHUNK_MAX", "MIN_BYTES", "VisitPlan", "plan_for", "value_literal", "
 CHUNK_FIRST = 1 << 20
 CHUNK_MAX = 16 << 20
 #: Line classes (bits): a plain trigger, a progress literal only (sampled), a capped anchor; a line
-#: that is not a template (a bar redrawn with ``\r``, an over-long line, past the template limit).
-PLAIN, SAMPLED, CAPPED, WHOLE = 1, 2, 4, 8
+#: that is not a template (a bar redrawn with ``\r``, an over-long line, past the template limit); a
+#: key holding the digit-less form of a raw literal (its chunk's bytes are scanned for it).
+PLAIN, SAMPLED, CAPPED, WHOLE, VALUE = 1, 2, 4, 8, 16
 #: Smallest document worth the pre-pass (below it numpy's import and the chunk set-up cost more).
 MIN_BYTES = 4 << 20
 #: A template with more lines than this in a chunk, not yet judged by the parser, is learned first:
@@ -96,8 +99,6 @@ class VisitPlan:
         tails = {lit for lit in tail if lit} - plain
         samp = {lit for lit in sampled if lit}
         capped = {lit for lit in limited if lit} - plain - tails - samp
-        #: every literal, sorted (what ``lines_at`` cuts over-long lines around)
-        self.literals = sorted(plain | tails | samp | capped)
         #: literals looked for in the raw chunk (their digits matter), with their class
         self.raw: list[tuple[bytes, int]] = []
         #: literals looked for in the keys: (key form, class, counts only after the last ``\r``, literal)
@@ -105,7 +106,7 @@ class VisitPlan:
         self.capped = sorted(capped)
         #: the capped literals' indices in :attr:`capped`, for the budget of each
         self.cap_index = {lit: i for i, lit in enumerate(self.capped)}
-        for lit in self.literals:
+        for lit in sorted(plain | tails | samp | capped):
             cls = SAMPLED if lit in samp or lit in tails else CAPPED if lit in capped else PLAIN
             key = template_key(lit)
             if value_literal(lit) or not key:
@@ -129,10 +130,6 @@ def plan_for(literals: tuple[bytes, ...], limited: tuple[bytes, ...] = (), tail:
             _PLANS.clear()
         plan = _PLANS[key] = VisitPlan(literals, limited, tail, sampled)
     return plan
-
-
-#: Class bit of a key that holds the digit-less form of a raw literal (its chunk is scanned raw).
-VALUE = 16
 
 
 class _Keys:
@@ -288,7 +285,7 @@ class _Prepared(NamedTuple):
     order: Any  # line indices grouped by key
     bounds: Any  # where each group starts in ``order`` (and, last, its length)
     line_starts: Any  # per line: its start, relative to the chunk
-    ranks: dict[int, set[int]]  # per frequent group with a rank prefix: the ranks on its lines
+    ranks: dict[int, set[int]]  # per group of two lines or more with a rank prefix: the ranks on its lines
     raw_pairs: Any  # (line index, raw literal index) of each raw literal hit; None: not scanned
     blocks: Any  # newlines in each lineindex.BLOCK from the chunk's first block (for the line index)
 
@@ -426,8 +423,7 @@ class _ChunkScan:
                         table.settled[k] = True
                 continue
             rel = prep.line_starts[occ]
-            if bulk:
-                assert tpl is not None
+            if bulk and tpl is not None:
                 buckets = (rel + prep.start) * BUCKETS // self.size  # ascending: occ is
                 firsts = np.flatnonzero(np.diff(buckets, prepend=-1))
                 read = [i for b, i in zip(buckets[firsts].tolist(), firsts.tolist(), strict=True)
@@ -440,7 +436,7 @@ class _ChunkScan:
                 read = read[:allowed]
                 for c in caps:
                     budget[c] = max(0, budget[c] - len(read))
-            if bulk and tpl is not None:
+            if bulk and tpl is not None:  # (tpl is not None whenever bulk: said again for the type checker)
                 if tpl.follow:
                     read = self._consume_follow(tpl.follow, occ, read, prep, gids)
                 skipped = len(occ) - len(read)
@@ -525,10 +521,10 @@ def _prepared(data: Any, bounds: list[tuple[int, int]], raw_lits: list[bytes], w
     from concurrent.futures import Future, ProcessPoolExecutor
 
     _SHARED = (data, raw_lits)
-    pending: deque[tuple[int, int, Future[_Prepared] | None]] = deque()
+    pending: deque[tuple[int, int, Future[_Prepared] | None]] = deque()  # None: to prepare here
+    todo = iter(bounds)
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            todo = iter(bounds)
 
             def submit() -> None:
                 nxt = next(todo, None)
@@ -538,18 +534,23 @@ def _prepared(data: Any, bounds: list[tuple[int, int]], raw_lits: list[bytes], w
                     except Exception:  # a broken pool: the rest here
                         pending.append((*nxt, None))
 
-            for _ in range(2 * workers):
-                submit()
-            while pending:
-                start, end, fut = pending.popleft()
-                submit()
-                try:
-                    assert fut is not None
-                    prepared = fut.result()
-                except Exception:
-                    prepared = _prepare(data, start, end, raw_lits)
-                yield prepared
-            pool.shutdown(cancel_futures=True)
+            try:
+                for _ in range(2 * workers):
+                    submit()
+                while pending:
+                    start, end, fut = pending.popleft()
+                    submit()
+                    prepared = None
+                    if fut is not None:
+                        try:
+                            prepared = fut.result()
+                        except Exception:  # a worker that died or failed: this chunk here
+                            prepared = None
+                    yield prepared if prepared is not None else _prepare(data, start, end, raw_lits)
+            finally:  # also when the parser stops early: what is queued is not prepared for nothing
+                for *_, queued in pending:
+                    if queued is not None:
+                        queued.cancel()
     finally:
         _SHARED = None
 
@@ -613,7 +614,8 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
         doc.note_read(prep.end)
         # The parser is done with the chunk before the last (it may still read a little past a chunk's
         # end): a mapped file's pages of it are given back.
-        doc.release(released, max(released, prep.start - textdoc.RELEASE_LAG))
-        released = max(released, prep.start - textdoc.RELEASE_LAG)
+        behind = max(released, prep.start - textdoc.RELEASE_LAG)
+        doc.release(released, behind)
+        released = behind
         first_no += n_lines
     doc.adopt_block_counts(block_counts.tolist())

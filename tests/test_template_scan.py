@@ -314,3 +314,17 @@ def test_a_mapped_file_is_planned_as_its_bytes_and_its_pages_are_given_back(
     plain = TextDocument(text, "x.log")
     for offset in range(0, len(text), 9973):
         assert doc.line_no_at(offset) == plain.line_no_at(offset)
+
+
+def test_a_parser_that_stops_early_leaves_no_worker_behind(forced: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    text = _mixed(20000, seed=15).encode()
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS)
+    monkeypatch.setattr(template_scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setenv(template_scan.WORKERS_ENV, "2")
+    lines = template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan)
+    assert next(lines)
+    lines.close()  # the parser raised, or stopped reading
+    assert multiprocessing.active_children() == []
+    assert template_scan._SHARED is None
