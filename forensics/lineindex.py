@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 __all__ = ["BLOCK", "Buffer", "LineIndex"]
@@ -30,43 +30,33 @@ class Buffer(Protocol):
 
 
 class LineIndex:
-    """Newlines before every :data:`BLOCK`-th byte of ``data``; built in one pass."""
+    """Newlines before every :data:`BLOCK`-th byte of ``data``."""
 
-    def __init__(self, data: Buffer, release: Callable[[int, int], None] | None = None) -> None:
+    def __init__(self, data: Buffer, release: Callable[[int, int], None] | None = None,
+                 counts: Iterable[int] | None = None) -> None:
+        """Counted in one pass over ``data`` (its pages given back through ``release``), or from
+        ``counts``: the newlines in each of its blocks, counted by someone who read it anyway."""
         self.data = data
         self.block = BLOCK
-        chunk = max(self.block, _CHUNK - _CHUNK % self.block)
-        size = len(data)
-        cum = array("q", [0])
-        total = 0
-        for a in range(0, size, chunk):
-            b = min(size, a + chunk)
-            for n in _block_counts(data, a, b, self.block):
-                total += n
-                cum.append(total)
-            if release is not None:
-                release(a, b)
-        #: cum[k]: newlines in data[: k * block]; the last entry is every newline of the file
-        self.cum = cum
-        self.newlines = total
-        self.size = size
-
-    @classmethod
-    def from_counts(cls, data: Buffer, counts: list[int]) -> LineIndex:
-        """The index of ``data`` from the newlines in each of its :data:`BLOCK`-byte blocks, counted by
-        someone who read it anyway (the template pre-pass); ``counts`` covers every block."""
-        index = cls.__new__(cls)
-        index.data = data
-        index.block = BLOCK
+        self.size = len(data)
+        if counts is None:
+            counts = self._counted(data, release)
         cum = array("q", [0])
         total = 0
         for n in counts:
             total += n
             cum.append(total)
-        index.cum = cum
-        index.newlines = total
-        index.size = len(data)
-        return index
+        #: cum[k]: newlines in data[: k * block]; the last entry is every newline of the file
+        self.cum = cum
+        self.newlines = total
+
+    def _counted(self, data: Buffer, release: Callable[[int, int], None] | None) -> Iterator[int]:
+        chunk = max(self.block, _CHUNK - _CHUNK % self.block)
+        for a in range(0, self.size, chunk):
+            b = min(self.size, a + chunk)
+            yield from _block_counts(data, a, b, self.block)
+            if release is not None:
+                release(a, b)
 
     def newlines_before(self, offset: int) -> int:
         """Newlines in ``data[:offset]``."""

@@ -166,7 +166,7 @@ class TextDocument:
         that went through all of it: a mapped document's line index is made from them instead of a
         pass of its own."""
         if self.mapped and self._index is None:
-            self._index = LineIndex.from_counts(self.data, counts)
+            self._index = LineIndex(self.data, counts=counts)
 
     def _line_index(self) -> LineIndex:
         if self._index is None:
