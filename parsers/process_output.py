@@ -805,19 +805,23 @@ class _Scan:
             self.events[tpl.first_event] = (off, n, new)
 
     # -- end ------------------------------------------------------------------------------------
+    def _unparsed(self, held: Any) -> tuple[Line, Body] | None:
+        """The last progress line as (line, body) when it was held without being parsed (one judged
+        from raw bytes is decoded now); None when it was parsed (an event is held instead)."""
+        if isinstance(held, _Skipped):
+            nl = self.doc.data.find(b"\n", held.seg)
+            end = len(self.doc.data) if nl < 0 else nl
+            text = self.doc.data[held.seg:end].decode("utf-8", "replace")
+            line = Line(held.no or self.doc.line_numberer()(held.start), held.start, text)
+            return line, split_body(clean(text), self.srun)
+        return held if len(held) == 2 else None
+
     def finish(self) -> list[Event]:
         self.flush_assert()
         last = self.last_progress
-        if last is not None and (isinstance(last[1], _Skipped) or len(last[1]) == 2):
-            if isinstance(last[1], _Skipped):  # skipped from raw bytes: decode it now
-                start, seg, no = last[1]
-                nl = self.doc.data.find(b"\n", seg)
-                end = len(self.doc.data) if nl < 0 else nl
-                text = self.doc.data[seg:end].decode("utf-8", "replace")
-                line = Line(no or self.doc.line_numberer()(start), start, text)
-                body = split_body(clean(text), self.srun)
-            else:
-                line, body = last[1]
+        held = self._unparsed(last[1]) if last is not None else None
+        if held is not None:
+            line, body = held
             t = body.text.strip()
             attrs = progress.parse_progress(t)
             last = None
