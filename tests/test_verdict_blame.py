@@ -144,6 +144,15 @@ def test_an_interleaved_loop_with_its_own_counter_is_not_a_restart() -> None:
     assert run_boundaries(events) == []
 
 
+def test_a_restart_after_an_interleaved_loop_is_still_one() -> None:
+    """An evaluation loop (step 1..20, then back to 501), later a real restart to step 1 that never comes
+    back: one boundary, at the restart; the jump back of the loop does not excuse the later drop."""
+    events = [_progress(s, s) for s in range(460, 501)] + [_progress(s, 600 + s) for s in range(1, 21)] + \
+        [_progress(s, 700 + s) for s in range(501, 540)] + [_progress(s, 1300 + s) for s in range(1, 30)]
+    bounds = run_boundaries(events)
+    assert [b.why for b in bounds] == ["step counter reset from 539 to 1"]
+
+
 def test_torchrun_restart_line_is_a_boundary(tmp_path: Path) -> None:
     """The elastic agent's own lines (as in https://github.com/kubeflow/trainer/issues/1509: 'Rendezvous
     complete for workers', 'Starting worker group') between two runs mark the restart."""

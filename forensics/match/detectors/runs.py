@@ -81,12 +81,13 @@ def run_boundaries(events: Sequence[Event]) -> list[Boundary]:
         stream.sort(key=lambda e: e.ts or 0)
         steps = [(e, s) for e in stream if (s := _num(e.attrs.get("step"))) is not None]
         top = None
+        resumes_to = _highest_resume_after([s for _, s in steps])
         for i, (e, step) in enumerate(steps):
             if i and any((steps[i - 1][0].ts or 0) < ts <= (e.ts or 0) for ts in announced):
                 top = step  # a counter that starts again after a restart already found: the same restart
                 continue
             if top is not None and top >= MIN_STEP_BEFORE_RESET and step < top / 2 \
-                    and not _old_counter_resumes(steps[i:], top):
+                    and resumes_to[i] < 0.9 * top:
                 out.append(Boundary(e.ts or 0, e, f"step counter reset from {fmt_num(top)} to {fmt_num(step)}"))
                 top = step
                 continue
@@ -101,13 +102,19 @@ def run_boundaries(events: Sequence[Event]) -> list[Boundary]:
     return merged
 
 
-def _old_counter_resumes(after: Sequence[tuple[Event, float]], top: float) -> bool:
-    """An interleaved loop with its own counter (an evaluation printing ``step 1..50`` between training
-    steps), not a restart: the old counter comes back, in one jump, to where it was."""
-    for (_, prev), (_, step) in zip(after, after[1:], strict=False):
-        if step - prev > max(10.0, prev) and step >= 0.9 * top:
-            return True
-    return False
+def _highest_resume_after(steps: Sequence[float]) -> list[float]:
+    """Per index ``i``: the highest step that an old counter jumps back to from ``i`` on (``-inf``:
+    none). An interleaved loop with its own counter (an evaluation printing ``step 1..50`` between
+    training steps) is not a restart when the old counter comes back, in one jump, to where it was
+    (to 90 % of the top before the drop, at least)."""
+    out = [float("-inf")] * len(steps)
+    best = float("-inf")
+    for j in range(len(steps) - 2, -1, -1):
+        prev, step = steps[j], steps[j + 1]
+        if step - prev > max(10.0, prev):
+            best = max(best, step)
+        out[j] = best
+    return out
 
 
 def _file_restarts(progress: Sequence[Event], announced: Sequence[int] = ()) -> list[Boundary]:
