@@ -10,6 +10,7 @@ Xid line, an NCCL init line and an NVML sample can be joined.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = ["find_pci", "normalize_pci", "pci_from_aer_id"]
 
@@ -46,6 +47,13 @@ def normalize_pci(value: str | int | None) -> str | None:
         if value < 0:
             return None
         return _format(value >> 20, (value >> 12) & 0xFF, (value >> 4) & 0xFF, value & 0xF)
+    return _normalize_text(value)
+
+
+@lru_cache(maxsize=4096)
+def _normalize_text(value: str) -> str | None:
+    """:func:`normalize_pci` of a string, kept per spelling: a log names the same few addresses on
+    thousands of lines."""
     text = value.strip().lower()
     prev = None
     while prev != text:  # strip stacked prefixes such as "busId [" or "PCI:"
