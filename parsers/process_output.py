@@ -113,7 +113,11 @@ ANOMALY_LITERALS: tuple[bytes, ...] = (b": nan", b" nan,", b" nan}", b" nan)", b
                                        b"'loss': 0.0,", b"loss=0.0,", b"loss 0.0 ", b"loss: 0.0 ", b"OVERFLOW",
                                        # Megatron's ``number of nan iterations: {:3d}`` when it is not 0
                                        *(b"nan iterations:" + pad + str(d).encode() for pad in (b"   ", b"  ", b" ")
-                                         for d in range(1, 10)))
+                                         for d in range(1, 10)),
+                                       # a loss scale printed as zero (the scale-is-zero evidence)
+                                       *(name + sep + b"0" for name in (b"loss scale", b"loss_scale", b"Loss Scale",
+                                                                       b"grad scale", b"grad_scale", b"Grad Scale")
+                                         for sep in (b": ", b"=", b"': ", b'": ')))
 _NOTABLE_GENERIC = (b"Error", b"ERROR", b"error:", b"Traceback", b"FATAL", b"Fatal", b"Killed", b"panic")
 
 _WARNING = re.compile(r"^(?:(?P<path>.+?):(?P<line>\d+): )?(?P<cat>[A-Z]\w*Warning): ?(?P<msg>.*)$")

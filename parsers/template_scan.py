@@ -16,7 +16,7 @@ whole chunk at a time with C-level operations only:
 3. numpy picks the lines to read: every line of a key that is new or that the parser has not found
    safe to count yet, one progress line in ``every``, and for a key the parser has found simple
    (:class:`~forensics.parsers.templates.Templates`) only its first line in each stretch of the
-   file; the other occurrences are counted into its :class:`Template` (count, the last offsets,
+   file, and a progress line that an anchor also names only when sampled; the other occurrences are counted into its :class:`Template` (count, the last offsets,
    their ranks) without a Python call each;
 4. literals whose digits carry the meaning (``nan iterations:   3``, ``'loss': 0.0,``,
    ``error=59``) cannot be judged from a key with the digits gone: one Hyperscan pass over the raw
@@ -398,7 +398,10 @@ class _ChunkScan:
 
         A group of a template the parser found simple is read at its first line in each stretch of
         the file not yet represented; its other lines are counted into the :class:`Template`. A group
-        hit only by capped literals is read up to their budget. Every other group is read whole."""
+        hit only by capped literals is read up to their budget, unless its lines are progress lines
+        (a sampled literal holds too: Megatron's iteration line names ``loss scale`` and ``number of
+        nan iterations``, two anchors): those are sampled like every progress line, their anomalies
+        (a non-zero NaN count, a zero scale) being literals of their own. Every other group is read whole."""
         import numpy as np
 
         table, templates, budget = self.table, self.templates, self.budget
@@ -411,6 +414,8 @@ class _ChunkScan:
             k = int(gids[g])
             bits = int(cls[k])
             capped_only = not bits & PLAIN
+            if capped_only and bits & SAMPLED:
+                continue  # a progress line an anchor names too: sampled like the others (see VisitPlan)
             tpl = None if bits & WHOLE else templates.by_key.get(table.keys[k])
             bulk = tpl is not None and tpl.simple and tpl.n >= FULL
             if bulk or (tpl is not None and not tpl.simple):
@@ -592,6 +597,10 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
         sampled = ((group_cls & SAMPLED) != 0) & ((group_cls & PLAIN) == 0)
         if sampled.any():
             sampled_only = np.flatnonzero(sampled[prep.local])
+            # the stride from the density so far, this chunk's included: the first chunk is sampled
+            # like the rest (read whole, it was the most expensive chunk of a long log)
+            while every * SAMPLED_TARGET < (n_sampled + len(sampled_only)) * size // prep.end:
+                every *= 2
             fixed += [sampled_only[(np.arange(len(sampled_only)) + n_sampled) % every == 0], sampled_only[-1:]]
             n_sampled += len(sampled_only)
         every_fixed = np.unique(np.concatenate(fixed)) if fixed else np.zeros(0, np.int64)
@@ -609,8 +618,6 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
             yield from zip((prep.line_starts[read] + prep.start).tolist(), (read + first_no).tolist(), strict=True)
             lo, rounds = cut, rounds + 1
         scan.consumed.clear()
-        while n_sampled and every * SAMPLED_TARGET < n_sampled * size // prep.end:
-            every *= 2
         doc.note_read(prep.end)
         # The parser is done with the chunk before the last (it may still read a little past a chunk's
         # end): a mapped file's pages of it are given back.

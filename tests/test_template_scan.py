@@ -280,6 +280,37 @@ def test_progress_lines_an_anchor_also_names_are_still_sampled_past_its_budget(f
     assert any(no > 5000 for no in got) and len(got) < 1500
 
 
+def test_progress_lines_an_anchor_names_are_sampled_not_read_up_to_its_budget(forced: None) -> None:
+    """The anchor's budget is not spent on progress lines: past the first ones (the parser learns the
+    template on them) they are read one in ``every``, like the progress lines no anchor names."""
+    lines = [ITER.format(i=i, c=i * 256, ms=800.0, loss=2.0, nan=0) for i in range(1, 6001)]
+    text = ("\n".join(lines) + "\n").encode()
+    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, limited=(b"number of nan iterations",),
+                                   tail=BAR_LITERALS, sampled=PROGRESS_LITERALS)
+    got = [no for _, no in template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan,
+                                                 limit=1000, every=8)]
+    chunks = len(template_scan._chunk_bounds(text, len(text)))  # (the last of each chunk is always kept)
+    assert len(got) <= 6000 // 8 + chunks + 1 and max(got) == 6000
+
+
+def test_a_zero_loss_scale_late_in_a_big_log_is_read_whatever_the_sampling(tmp_path: Path) -> None:
+    """Megatron's iteration line names two anchors (``loss scale``, ``number of nan iterations``) and is
+    a progress line: sampled in a big log. The value that makes it evidence (a scale printed as 0) is a
+    literal of its own, so the two such lines near the end of a 6 MB log are read and the signature
+    fires; a plain scale of 1.0 on every other line is not evidence."""
+    lines = [ITER.format(i=i, c=i * 256, ms=800.0, loss=2.0, nan=0) for i in range(1, 24001)]
+    for i in (23_990, 23_995):
+        lines[i] = lines[i].replace("loss scale: 1.0", "loss scale: 0.0")
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert log.stat().st_size >= template_scan.MIN_BYTES
+    found = {f.signature for f in analyze([str(log)]).findings}
+    assert "loss-scale-collapse" in found
+    lines[23_990] = lines[23_995] = lines[0]
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert "loss-scale-collapse" not in {f.signature for f in analyze([str(log)]).findings}
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_mapped_file_is_planned_as_its_bytes_and_its_pages_are_given_back(
         tmp_path: Path, forced: None, monkeypatch: pytest.MonkeyPatch, workers: str) -> None:
