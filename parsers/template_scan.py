@@ -22,8 +22,8 @@ whole chunk at a time with C-level operations only:
    ``error=59``) cannot be judged from a key with the digits gone: one Hyperscan pass over the raw
    chunk finds them (they are rare, so it has almost no callbacks).
 
-Chunks start at 1 MiB and double up to :data:`CHUNK_MAX`, so the templates of a log are learned on
-its first megabytes. The generator is lazy: the parser reads one chunk's lines (learning which
+Chunks start at 1 MiB and double (with worker processes: grow by :data:`PARALLEL_GROWTH`) up to
+:data:`CHUNK_MAX`, so the templates of a log are learned on its first megabytes. The generator is lazy: the parser reads one chunk's lines (learning which
 templates are simple) before the next chunk is planned, and a chunk is planned again once its new
 templates have been read :data:`~forensics.parsers.templates.FULL` times. The lines it yields are exactly the lines
 ``TextDocument.candidate_starts`` would (up to a literal that spans a deleted digit, which only
@@ -234,6 +234,17 @@ def _chunk_end(data: bytes, start: int, want: int, size: int) -> int:
     return nl + 1
 
 
+def _distinct(values: Any) -> Any:
+    """The distinct integers of a 1-D array, ascending. (``np.unique`` imports ``numpy.ma`` on its first
+    call since numpy 2.3, 25-40 ms in the parser and again in every forked worker.)"""
+    import numpy as np
+
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    return ordered[np.concatenate((np.ones(1, bool), ordered[1:] != ordered[:-1]))]
+
+
 def _ranks(data: Any, starts: Any) -> set[int]:
     """The ranks named in the prefixes of the lines at ``starts`` (all of one template), read in numpy.
 
@@ -264,7 +275,7 @@ def _ranks(data: Any, starts: Any) -> set[int]:
             col = col[here]
     # The 8 bytes at each rank column, as one 64-bit number: the distinct ones are few (one per rank).
     window = np.ascontiguousarray(arr[np.minimum(col[:, None] + np.arange(8), last)])
-    for packed in np.unique(window.view(np.uint64).ravel()).tolist():
+    for packed in _distinct(window.view(np.uint64).ravel()).tolist():
         head = int(packed).to_bytes(8, "little")
         digits = len(head) - len(head.lstrip(DIGITS))
         if digits:
@@ -331,7 +342,8 @@ def _raw_pairs(raw: bytes, line_starts: Any, lits: list[bytes]) -> Any:
         return np.zeros((0, 2), np.int64)
     found = np.array(hits, dtype=np.int64)
     lines = np.searchsorted(line_starts, found[:, 1] - 1, side="right") - 1
-    return np.unique(np.stack([lines, found[:, 0]], axis=1), axis=0)
+    pairs = _distinct(lines * len(lits) + found[:, 0])  # (line, literal) as one number: ascending, once
+    return np.stack([pairs // len(lits), pairs % len(lits)], axis=1)
 
 
 class _ChunkScan:
@@ -362,7 +374,7 @@ class _ChunkScan:
                     continue
                 self.raw_budget[lit] -= 1
             keep.append(line)
-        return np.unique(np.array(keep, dtype=np.int64))
+        return _distinct(np.array(keep, dtype=np.int64))
 
     @staticmethod
     def _lines(prep: _Prepared, g: int, lo: int, cut: int) -> Any:
@@ -504,14 +516,23 @@ def scan_workers(size: int) -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def _chunk_bounds(data: Any, size: int) -> list[tuple[int, int]]:
+def _chunk_bounds(data: Any, size: int, growth: float = 2.0) -> list[tuple[int, int]]:
+    """The chunks of ``data``: the first of :data:`CHUNK_FIRST` bytes, each next one ``growth`` times
+    bigger, up to :data:`CHUNK_MAX` (each ends after a newline)."""
     bounds = []
-    start, want = 0, CHUNK_FIRST
+    start, want = 0, float(CHUNK_FIRST)
     while start < size:
-        end = _chunk_end(data, start, want, size)
+        end = _chunk_end(data, start, int(want), size)
         bounds.append((start, end))
-        start, want = end, min(CHUNK_MAX, want * 2)
+        start, want = end, min(float(CHUNK_MAX), want * growth)
     return bounds
+
+
+#: How fast chunks grow when worker processes prepare them. The parser reads a prepared chunk about
+#: three times faster than one worker prepares it, so with chunks doubling it would wait for each
+#: bigger chunk in turn; growing by a quarter, the chunks before one take the parser as long as that
+#: one takes its worker.
+PARALLEL_GROWTH = 1.25
 
 
 def _prepared(data: Any, bounds: list[tuple[int, int]], raw_lits: list[bytes], workers: int) -> Iterator[_Prepared]:
@@ -526,8 +547,11 @@ def _prepared(data: Any, bounds: list[tuple[int, int]], raw_lits: list[bytes], w
     from concurrent.futures import Future, ProcessPoolExecutor
 
     _SHARED = (data, raw_lits)
+    if raw_lits:
+        textdoc._hs_database(tuple(raw_lits))  # compiled before the fork: every worker has it
     pending: deque[tuple[int, int, Future[_Prepared] | None]] = deque()  # None: to prepare here
-    todo = iter(bounds)
+    pending.append((*bounds[0], None))  # the first chunk here, while the workers start
+    todo = iter(bounds[1:])
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
 
@@ -579,8 +603,9 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
     first_no = 1  # the number of the chunk's first line
     released = 0  # pages before this offset given back
     block_counts = np.zeros(size // lineindex.BLOCK + 1, np.int64)
-    bounds = _chunk_bounds(data, size)
-    for prep in _prepared(data, bounds, raw_lits, scan_workers(size) if len(bounds) > 2 else 1):
+    workers = scan_workers(size)
+    bounds = _chunk_bounds(data, size, PARALLEL_GROWTH if workers > 1 else 2.0)
+    for prep in _prepared(data, bounds, raw_lits, workers if len(bounds) > 2 else 1):
         n_lines = len(prep.local)
         first_block = prep.start // lineindex.BLOCK
         block_counts[first_block:first_block + len(prep.blocks)] += prep.blocks
@@ -603,7 +628,7 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
                 every *= 2
             fixed += [sampled_only[(np.arange(len(sampled_only)) + n_sampled) % every == 0], sampled_only[-1:]]
             n_sampled += len(sampled_only)
-        every_fixed = np.unique(np.concatenate(fixed)) if fixed else np.zeros(0, np.int64)
+        every_fixed = _distinct(np.concatenate(fixed)) if fixed else np.zeros(0, np.int64)
         groups = np.flatnonzero(strong).tolist()
         # In rounds: up to where the templates new in this chunk have been read FULL times, then the
         # rest with what the parser has learned of them meanwhile.
@@ -612,9 +637,9 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
             cut = n_lines if rounds >= MAX_ROUNDS else scan.learning_cut(prep, gids, groups, lo)
             picked = [every_fixed[(every_fixed >= lo) & (every_fixed < cut)]]
             picked += scan.templated(prep, gids, groups, lo, cut, first_no)
-            read = np.unique(np.concatenate(picked))
+            read = _distinct(np.concatenate(picked))
             if scan.consumed:
-                read = np.setdiff1d(read, np.concatenate(scan.consumed))
+                read = read[~np.isin(read, np.concatenate(scan.consumed))]
             yield from zip((prep.line_starts[read] + prep.start).tolist(), (read + first_no).tolist(), strict=True)
             lo, rounds = cut, rounds + 1
         scan.consumed.clear()

@@ -235,11 +235,19 @@ def test_worker_processes_prepare_the_same_plan(forced: None, monkeypatch: pytes
     monkeypatch.setattr(template_scan, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setenv(template_scan.WORKERS_ENV, "2")
     assert template_scan.scan_workers(len(text)) == 2
+    events_parallel = _events(text.decode())  # (chunks growing more slowly than in one process)
+    monkeypatch.setattr(template_scan, "PARALLEL_GROWTH", 2.0)  # the serial run's chunks
     assert run() == serial
-    events_serial = _events(text.decode())
     monkeypatch.setenv(template_scan.WORKERS_ENV, "1")
-    assert [(e.kind, e.origin.line, e.attrs.get("count")) for e in _events(text.decode())] == \
-        [(e.kind, e.origin.line, e.attrs.get("count")) for e in events_serial]
+    events_serial = _events(text.decode())
+
+    def counted(events: list[Event]) -> list[tuple[str, int, int, tuple[int, ...]]]:
+        return [(e.kind, e.origin.line, e.attrs["count"], tuple(e.attrs.get("ranks", ()))) for e in events
+                if "count" in e.attrs]
+
+    # other chunks read other occurrences of a template in full, but every template is counted alike
+    assert counted(events_parallel) == counted(events_serial) != []
+    assert {e.kind for e in events_parallel} == {e.kind for e in events_serial}
 
 
 def test_a_failing_worker_pool_falls_back_to_this_process(forced: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -327,6 +335,7 @@ def test_a_mapped_file_is_planned_as_its_bytes_and_its_pages_are_given_back(
                                    sampled=PROGRESS_LITERALS)
     want = list(template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan, every=4))
     monkeypatch.setattr(template_scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(template_scan, "PARALLEL_GROWTH", 2.0)  # the chunks of the run above
     monkeypatch.setenv(template_scan.WORKERS_ENV, workers)
     doc = TextDocument(open_map(path, len(text)), str(path))
     assert list(template_scan.visits(doc, Templates(len(text)), plan, every=4)) == want
