@@ -32,6 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import re
@@ -184,14 +185,52 @@ SHAPES: dict[str, Callable[[Path, float], None]] = {"mixed": gen_mixed, "kernel"
                                                     "kernel-uuids": gen_kernel_uuids, "training": gen_training}
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux ``/proc``)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        with contextlib.suppress(OSError):  # (it ended meanwhile)
+            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+    return out
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class TreeMemory(threading.Thread):
+    """The peak, while a child runs, of the proportional set size (PSS: shared pages split among the
+    processes that map them) summed over the child and its worker processes, polled every 50 ms.
+    ``wait4``'s peak RSS is the largest single process's; this is what the whole tree held."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak_kib = pid, 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.05):
+            self.peak_kib = max(self.peak_kib, sum(_pss_kib(p) for p in _tree(self.pid)))
+
+
 def timed(cmd: list[str], env: dict[str, str] | None = None,
-          sink: Path | None = None) -> tuple[float, float, float, int]:
-    """(wall s, user s, sys s, peak RSS KiB) of one run; ``grep``'s exit 1 (no match) is fine. Its
-    standard output goes to ``sink`` when given."""
+          sink: Path | None = None) -> tuple[float, float, float, int, int]:
+    """(wall s, user s, sys s, peak RSS KiB, peak PSS KiB of the process tree; 0 where ``/proc`` has none)
+    of one run; ``grep``'s exit 1 (no match) is fine. Its standard output goes to ``sink`` when given."""
     t0 = time.perf_counter()
     # Run outside the checkout: ``python -m`` puts the working directory first on sys.path, which
     # would shadow ``--code``.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir())
+    memory = TreeMemory(proc.pid)
+    memory.start()
     # Drain the pipes in this thread while the child runs, then reap it with wait4 for its own rusage.
     assert proc.stdout is not None and proc.stderr is not None
     errs: list[bytes] = []
@@ -202,12 +241,14 @@ def timed(cmd: list[str], env: dict[str, str] | None = None,
         while chunk := proc.stdout.read(1 << 16):
             out.write(chunk)
     t.join()
+    memory.done.set()
+    memory.join()
     _, status, ru = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
     if proc.returncode not in (0, 1, 3):
         sys.exit(f"{cmd[0]} failed ({proc.returncode}): {b''.join(errs).decode(errors='replace')[-500:]}")
-    return wall, ru.ru_utime, ru.ru_stime, ru.ru_maxrss
+    return wall, ru.ru_utime, ru.ru_stime, ru.ru_maxrss, memory.peak_kib
 
 
 def concatenated(src: Path, dst: Path, times: int) -> None:
@@ -224,16 +265,19 @@ def concatenated(src: Path, dst: Path, times: int) -> None:
                     done += n
 
 
-def row(shape: str, mb: float, ours: list[tuple[float, float, float, int]],
-        theirs: list[tuple[float, float, float, int]]) -> str:
-    a_cpu = statistics.median(u + s for _, u, s, _ in ours)
-    a_wall = statistics.median(w for w, _, _, _ in ours)
-    rss = max(r for *_, r in ours) / 1024
+Run = tuple[float, float, float, int, int]
+
+
+def row(shape: str, mb: float, ours: list[Run], theirs: list[Run]) -> str:
+    a_cpu = statistics.median(r[1] + r[2] for r in ours)
+    a_wall = statistics.median(r[0] for r in ours)
+    rss = max(r[3] for r in ours) / 1024
+    pss = max(r[4] for r in ours) / 1024
     if not theirs:
-        return f"{shape:9s} {mb:6.0f} | {a_cpu:9.2f} s {a_wall:5.2f}s {rss:7.0f} |"
-    g_cpu = statistics.median(u + s for _, u, s, _ in theirs)
-    g_wall = statistics.median(w for w, _, _, _ in theirs)
-    return (f"{shape:9s} {mb:6.0f} | {a_cpu:9.2f} s {a_wall:5.2f}s {rss:7.0f} | {g_cpu:6.2f} s "
+        return f"{shape:9s} {mb:6.0f} | {a_cpu:9.2f} s {a_wall:5.2f}s {rss:7.0f} {pss:7.0f} |"
+    g_cpu = statistics.median(r[1] + r[2] for r in theirs)
+    g_wall = statistics.median(r[0] for r in theirs)
+    return (f"{shape:9s} {mb:6.0f} | {a_cpu:9.2f} s {a_wall:5.2f}s {rss:7.0f} {pss:7.0f} | {g_cpu:6.2f} s "
             f"{g_wall:5.2f}s | {g_cpu / a_cpu:9.2f}x {g_wall / a_wall:5.2f}x")
 
 
@@ -278,8 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         one.write_text("hello\n", encoding="utf-8")
         analyze = [sys.executable, "-m", "forensics", "analyze", "--format", "json", "--quiet"]
         timed([*analyze, str(one)], env)  # warm-up: bytecode and the signature cache written
-        print(f"{len(lits)} grep literals; medians of {args.reps} turns; CPU = user+sys of the child")
-        print(f"{'shape':9s} {'MB':>6s} | {'analyze cpu':>11s} {'wall':>6s} {'RSS MB':>7s} | "
+        print(f"{len(lits)} grep literals; medians of {args.reps} turns; CPU = user+sys of the child and its "
+              "workers; RSS: the largest process's peak; PSS: the peak of the whole tree's")
+        print(f"{'shape':9s} {'MB':>6s} | {'analyze cpu':>11s} {'wall':>6s} {'RSS MB':>7s} {'PSS MB':>7s} | "
               f"{'grep cpu':>8s} {'wall':>6s} | {'x grep cpu':>10s} {'wall':>6s}")
         for shape in args.shapes.split(","):
             for size in (float(s) for s in args.sizes.split(",")):
@@ -290,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  (generated {log} in {time.perf_counter() - t0:.0f} s)", file=sys.stderr)
                 mb = log.stat().st_size / 1e6
                 subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=False)
-                ours, theirs = [], []
+                ours: list[Run] = []
+                theirs: list[Run] = []
                 for _ in range(1 if args.rss_only else args.reps):
                     ours.append(timed([*analyze, str(log)], env))
                     if not args.rss_only:

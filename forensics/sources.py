@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from forensics import preload
 from forensics.errors import UsageError
 from forensics.filemap import MAP_MIN_BYTES, FileMap
 
@@ -434,6 +435,8 @@ def _read_file(path: Path, display: str, limits: Limits) -> Iterator[InputFile]:
             yield InputFile(display, b"", warnings=[too_big])
             return
         _reading(display, st.st_size)
+        if not special and st.st_size >= preload.NUMPY_FROM_BYTES:
+            preload.numpy_while_reading()
         cap = limits.max_special_bytes if special or st.st_size == 0 else limits.max_file_bytes
         raw, cut = _read_capped(path, cap, fifo=stat.S_ISFIFO(st.st_mode), size_hint=0 if special else st.st_size)
     except OSError as exc:

@@ -368,3 +368,16 @@ def test_a_parser_that_stops_early_leaves_no_worker_behind(forced: None, monkeyp
     lines.close()  # the parser raised, or stopped reading
     assert multiprocessing.active_children() == []
     assert template_scan._SHARED is None
+
+
+def test_the_default_workers_are_the_usable_cpus_up_to_eight(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity here")
+    monkeypatch.delenv(template_scan.WORKERS_ENV, raising=False)
+    big = template_scan.PARALLEL_MIN_BYTES
+    for usable, want in ((1, 1), (3, 3), (32, template_scan.MAX_WORKERS)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=usable: set(range(n)))
+        assert template_scan.scan_workers(big) == want
+    assert template_scan.scan_workers(big - 1) == 1  # a smaller document: in this process
