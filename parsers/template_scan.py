@@ -502,6 +502,8 @@ WORKERS_ENV = "FORENSICS_SCAN_WORKERS"
 #: parser waits less while the first chunks come in, and a 1 GB log goes ~40 % faster with eight than
 #: with four on a 16-CPU machine (bench/README.md).
 MAX_WORKERS = 8
+#: Chunks handed to the workers before the parser has read any (more as soon as it waits for one).
+AHEAD_FIRST = 3
 _SHARED: tuple[Any, list[bytes]] | None = None  # (the document's bytes, raw literals), for forked workers
 
 
@@ -564,26 +566,35 @@ def _prepared(data: Any, bounds: list[tuple[int, int]], raw_lits: list[bytes], w
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
 
-            def submit() -> None:
+            def submit() -> bool:
                 nxt = next(todo, None)
-                if nxt is not None:
-                    try:
-                        pending.append((*nxt, pool.submit(_prepare_shared, *nxt)))
-                    except Exception:  # a broken pool: the rest here
-                        pending.append((*nxt, None))
+                if nxt is None:
+                    return False
+                try:
+                    pending.append((*nxt, pool.submit(_prepare_shared, *nxt)))
+                except Exception:  # a broken pool: the rest here
+                    pending.append((*nxt, None))
+                return True
 
+            # Chunks in flight: as many as keep the parser from waiting. A parser slower than one
+            # worker (a kernel log's records) keeps two or three busy, not all of them racing ahead
+            # for the CPU it needs itself; one that waits gets one more, up to twice the workers.
+            ahead = AHEAD_FIRST
             try:
-                for _ in range(2 * workers):
-                    submit()
+                while len(pending) < ahead and submit():
+                    pass
                 while pending:
                     start, end, fut = pending.popleft()
-                    submit()
                     prepared = None
                     if fut is not None:
+                        if not fut.done():
+                            ahead = min(2 * workers, ahead + 1)
                         try:
                             prepared = fut.result()
                         except Exception:  # a worker that died or failed: this chunk here
                             prepared = None
+                    while len(pending) < ahead and submit():
+                        pass
                     yield prepared if prepared is not None else _prepare(data, start, end, raw_lits)
             finally:  # also when the parser stops early: what is queued is not prepared for nothing
                 for *_, queued in pending:

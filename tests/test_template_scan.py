@@ -381,3 +381,44 @@ def test_the_default_workers_are_the_usable_cpus_up_to_eight(monkeypatch: pytest
         monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=usable: set(range(n)))
         assert template_scan.scan_workers(big) == want
     assert template_scan.scan_workers(big - 1) == 1  # a smaller document: in this process
+
+
+def _started_in_workers(monkeypatch: pytest.MonkeyPatch, log: Path, delay: float) -> None:
+    """Workers note each chunk they start in ``log`` (one line each), then take ``delay`` seconds more."""
+    import time
+
+    prepare = template_scan._prepare_shared
+
+    def noting(start: int, end: int):  # type: ignore[no-untyped-def]
+        with log.open("a") as f:
+            f.write(f"{start}\n")
+        time.sleep(delay)
+        return prepare(start, end)
+
+    noting.__module__, noting.__qualname__ = template_scan.__name__, "_prepare_shared"  # (pickled by name)
+    monkeypatch.setattr(template_scan, "_prepare_shared", noting)  # (forked: the workers have it too)
+
+
+@pytest.mark.parametrize("parser_first", [True, False])
+def test_workers_run_only_as_far_ahead_as_the_parser_needs(
+        tmp_path: Path, forced: None, monkeypatch: pytest.MonkeyPatch, parser_first: bool) -> None:
+    """A parser slower than the workers keeps the first few chunks in flight, never more; one that
+    waits for its chunks gets more of them prepared at once."""
+    import time
+
+    text = _mixed(12000, seed=15).encode()
+    log = tmp_path / "started"
+    log.touch()
+    _started_in_workers(monkeypatch, log, delay=0.0 if parser_first else 0.05)
+    bounds = template_scan._chunk_bounds(text, len(text), template_scan.PARALLEL_GROWTH)
+    most_ahead = 0
+    for consumed, _ in enumerate(template_scan._prepared(text, bounds, [], workers=4), 1):
+        if parser_first:
+            time.sleep(0.05)  # the parser is the slow one: the workers are done long before
+        started = len(log.read_text().split())
+        most_ahead = max(most_ahead, started + 1 - consumed)  # (+1: the first chunk is prepared here)
+    assert len(log.read_text().split()) == len(bounds) - 1
+    if parser_first:
+        assert most_ahead <= template_scan.AHEAD_FIRST
+    else:
+        assert most_ahead > template_scan.AHEAD_FIRST
