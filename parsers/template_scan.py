@@ -540,9 +540,9 @@ def _chunk_bounds(data: Any, size: int, growth: float = 2.0) -> list[tuple[int, 
 
 
 #: How fast chunks grow when worker processes prepare them. The parser reads a prepared chunk about
-#: three times faster than one worker prepares it, so with chunks doubling it would wait for each
-#: bigger chunk in turn; growing by a quarter, the chunks before one take the parser as long as that
-#: one takes its worker.
+#: four times faster than one worker prepares it (mixed log, 16-CPU machine), so with chunks doubling
+#: it would wait for each bigger chunk in turn; growing by a quarter, the chunks before one (four times
+#: its size) take the parser about as long as that one takes its worker.
 PARALLEL_GROWTH = 1.25
 
 

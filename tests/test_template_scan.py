@@ -276,27 +276,28 @@ def test_without_hyperscan_the_same_lines_are_handed_over(forced: None, monkeypa
     assert list(template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan, every=4)) == with_hs
 
 
-def test_progress_lines_an_anchor_also_names_are_still_sampled_past_its_budget(forced: None) -> None:
-    """Megatron's iteration line holds the anchor ``number of nan iterations``: its budget spent, the
-    lines are still sampled as progress lines (the series goes on to the end of the file)."""
+def _anchored_iterations(limit: int) -> tuple[bytes, list[int]]:
+    """6000 Megatron iteration lines (the anchor ``number of nan iterations`` on each, budget
+    ``limit``) and the numbers of the lines the pre-pass hands over, sampling one in 8."""
     lines = [ITER.format(i=i, c=i * 256, ms=800.0, loss=2.0, nan=0) for i in range(1, 6001)]
     text = ("\n".join(lines) + "\n").encode()
     plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, limited=(b"number of nan iterations",),
                                    tail=BAR_LITERALS, sampled=PROGRESS_LITERALS)
-    got = [no for _, no in template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan,
-                                                 limit=100, every=8)]
+    doc = TextDocument(text, "x.log")
+    return text, [no for _, no in template_scan.visits(doc, Templates(len(text)), plan, limit=limit, every=8)]
+
+
+def test_progress_lines_an_anchor_also_names_are_still_sampled_past_its_budget(forced: None) -> None:
+    """Megatron's iteration line holds the anchor ``number of nan iterations``: its budget spent, the
+    lines are still sampled as progress lines (the series goes on to the end of the file)."""
+    _, got = _anchored_iterations(limit=100)
     assert any(no > 5000 for no in got) and len(got) < 1500
 
 
 def test_progress_lines_an_anchor_names_are_sampled_not_read_up_to_its_budget(forced: None) -> None:
     """The anchor's budget is not spent on progress lines: past the first ones (the parser learns the
     template on them) they are read one in ``every``, like the progress lines no anchor names."""
-    lines = [ITER.format(i=i, c=i * 256, ms=800.0, loss=2.0, nan=0) for i in range(1, 6001)]
-    text = ("\n".join(lines) + "\n").encode()
-    plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, limited=(b"number of nan iterations",),
-                                   tail=BAR_LITERALS, sampled=PROGRESS_LITERALS)
-    got = [no for _, no in template_scan.visits(TextDocument(text, "x.log"), Templates(len(text)), plan,
-                                                 limit=1000, every=8)]
+    text, got = _anchored_iterations(limit=1000)
     chunks = len(template_scan._chunk_bounds(text, len(text)))  # (the last of each chunk is always kept)
     assert len(got) <= 6000 // 8 + chunks + 1 and max(got) == 6000
 
