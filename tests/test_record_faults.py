@@ -23,7 +23,7 @@ from leftovers import no_leftovers  # noqa: F401  (a fixture)
 from recorder_helpers import bundle, env, jsonl, manifest, recorder_argv, run
 
 from forensics.analysis import analyze
-from forensics.record.degrade import MARKER
+from forensics.record.degrade import MARKER, Degradation
 
 PY = sys.executable
 pytestmark = pytest.mark.usefixtures("no_leftovers")
@@ -91,6 +91,30 @@ def test_the_bundle_directory_is_removed_mid_run(tmp_path: Path) -> None:
     assert data["degraded"][0]["file"] == "bundle directory"
     assert json.loads((b / MARKER).read_text())["degraded"][0]["error"] == "removed while recording"
     assert any("recording degraded: bundle directory" in w for w in analyze([str(b)]).warnings)
+
+
+def test_a_removal_noticed_first_by_the_manifest_is_told_as_the_removal(tmp_path: Path) -> None:
+    """The race CI once lost: ``rm -r`` had emptied the bundle but not yet removed it when the
+    manifest's rewrite failed, so the manifest's loss came first. The removal goes first, from
+    when the first file vanished, and the file is named as where it was first noticed."""
+    b = tmp_path / "bundle"
+    b.mkdir()
+    manifests: list[list[dict[str, object]]] = []
+    said_fd, said_w = os.pipe()
+    degradation = Degradation(b, lambda items: manifests.append(items) or True, err_fd=said_w)
+    degradation.lost("manifest.json", os.strerror(2))  # ENOENT: the directory is half gone
+    degradation.lost("stdout.log", "No space left on device", offset=7)  # a loss of its own
+    shutil.rmtree(b)
+    degradation.check_directory()
+    os.close(said_w)
+    said = os.read(said_fd, 1 << 16).decode().splitlines()
+    os.close(said_fd)
+    removal, full = manifests[-1]
+    assert removal["file"] == "bundle directory" and removal["first_noticed"] == ["manifest.json"]
+    assert removal["since_ns"] == manifests[0][0]["since_ns"]  # the removal began when the manifest vanished
+    assert full["file"] == "stdout.log" and full["offset"] == 7
+    assert json.loads((b / MARKER).read_text())["degraded"][0]["file"] == "bundle directory"
+    assert [line.split(": ")[1] for line in said] == ["manifest.json", "bundle directory"]
 
 
 def test_a_file_that_cannot_grow_mid_run(tmp_path: Path) -> None:

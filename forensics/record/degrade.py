@@ -13,6 +13,7 @@ written before went with the old directory).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 import time
@@ -29,6 +30,8 @@ MARKER = "recording-degraded.json"
 MARKER_FORMAT = "gpu-forensics-degraded"
 BALLAST = ".forensics-reserve"
 BALLAST_BYTES = 64 << 10
+#: how a write into a directory being removed fails (``os.strerror``, as the writers report it)
+_VANISHED = os.strerror(errno.ENOENT)
 
 
 class Degradation:
@@ -64,17 +67,31 @@ class Degradation:
                 item["offset"] = offset
             if note:
                 item["note"] = note
-            self.items.append(item)
+            if what == "bundle directory":
+                self._fold_into_removal(item)
+            else:
+                self.items.append(item)
             # one line on stderr: the first loss — and the bundle directory's removal whenever it comes
             # (a file inside it, deleted by the same removal, may have been noticed a moment before)
             first = not self._said or what == "bundle directory"
             self._said = True
         if first:
-            line = (f"forensics record: {what}: {error}; recording degraded from {iso_utc(ns)} "
+            line = (f"forensics record: {what}: {error}; recording degraded from {item['since']} "
                     f"(the command runs on; what was lost is noted in {self.bundle}/{MARKER})\n")
             with contextlib.suppress(OSError):
                 os.write(self._err_fd, line.encode())
         self.persist()
+
+    def _fold_into_removal(self, removal: dict[str, Any]) -> None:
+        """The directory's removal goes first: a file that vanished a moment before it was noticed
+        (``rm -r`` empties a directory before removing it; the manifest's rewrite finds it half
+        gone) was lost to the removal, which began then."""
+        vanished = [i for i in self.items if i["error"] == _VANISHED]
+        if vanished:
+            first = min(vanished, key=lambda i: i["since_ns"])
+            removal["since"], removal["since_ns"] = first["since"], first["since_ns"]
+            removal["first_noticed"] = sorted(i["file"] for i in vanished)
+        self.items[:] = [removal] + [i for i in self.items if i["error"] != _VANISHED]
 
     def check_directory(self) -> None:
         """Called once a second: has the bundle directory been removed or replaced?"""
