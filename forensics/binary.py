@@ -16,8 +16,9 @@ rejected as binary: the old test counted NUL bytes absolutely. Here, in order:
 from __future__ import annotations
 
 import codecs
-import re
 from typing import TYPE_CHECKING
+
+from forensics.lazy_re import lazy_compile
 
 if TYPE_CHECKING:
     from forensics.textdoc import Data
@@ -56,9 +57,9 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"MSCF\x00\x00\x00\x00", "a Windows cabinet file"),
     (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an OLE2 document"),
 )
-_BZIP2 = re.compile(rb"BZh[1-9]1AY&SY")
-_NUL_RUN = re.compile(rb"\x00{8,}")
-_NOT_NUL = re.compile(rb"[^\x00]")
+_BZIP2 = lazy_compile(rb"BZh[1-9]1AY&SY")
+_NUL_RUN = lazy_compile(rb"\x00{8,}")
+_NOT_NUL = lazy_compile(rb"[^\x00]")
 #: Control bytes that text holds: \b \t \n \v \f \r and ESC.
 _TEXT_CONTROLS = frozenset(b"\b\t\n\v\f\r\x1b")
 _DELETE_CONTROL = bytes(b for b in range(256) if (b < 0x20 or b == 0x7F) and b not in _TEXT_CONTROLS)

@@ -18,12 +18,12 @@ not, they are taken as UTC and marked ``local`` so that nobody mistakes them for
 
 from __future__ import annotations
 
-import re
 import time
 from datetime import UTC, date, datetime, tzinfo
 from functools import lru_cache
 
 from forensics.events import TsSource
+from forensics.lazy_re import lazy_compile
 
 __all__ = [
     "MONTHS",
@@ -93,7 +93,7 @@ _MONTH_TABLE: dict[int, tuple[str, ...]] = {
 }
 #: lower-case month token (no trailing dot) -> month number 1-12
 MONTHS: dict[str, int] = {name: month for month, names in _MONTH_TABLE.items() for name in names}
-_CJK_MONTH_RE = re.compile(r"^\s*(\d{1,2})\s*[月월]$")
+_CJK_MONTH_RE = lazy_compile(r"^\s*(\d{1,2})\s*[月월]$")
 
 
 def month_number(token: str) -> int | None:
@@ -208,7 +208,7 @@ def uptime_ns(text: str) -> int | None:
 
 
 # --------------------------------------------------------------------------------------------
-_ISO_RE = re.compile(
+_ISO_RE = lazy_compile(
     r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d{1,12}))?)?\s?"
     r"(Z|z|UTC|[+-]\d\d(?::?\d\d)?)?"
 )
@@ -240,7 +240,7 @@ def parse_iso(text: str, tz: tzinfo | None = None) -> tuple[int, TsSource] | Non
     return None if exact is None else (exact, TsSource.EXACT)
 
 
-_CTIME_RE = re.compile(r"(?:\S+\s+)?(\S+)\s+(\d{1,2})\s+(\d{1,2}):(\d\d):(\d\d)(?:[.,](\d{1,9}))?\s+(\d{4})$")
+_CTIME_RE = lazy_compile(r"(?:\S+\s+)?(\S+)\s+(\d{1,2})\s+(\d{1,2}):(\d\d):(\d\d)(?:[.,](\d{1,9}))?\s+(\d{4})$")
 
 
 def parse_ctime(text: str, tz: tzinfo | None = None) -> tuple[int, TsSource] | None:

@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from forensics.events import Event, TsSource
+from forensics.lazy_re import lazy_compile
 
 __all__ = ["SYNC_KINDS", "ClockEstimate", "ClockOffset", "KindOffset", "consistent", "describe_offset",
            "estimate", "kinds_json", "sync_key"]
@@ -89,12 +90,12 @@ class ClockEstimate(NamedTuple):
     by_kind: dict[str, list[KindOffset]]
 
 
-_NUM_RE = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
+_NUM_RE = lazy_compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
 _SYNC_SOURCES = (TsSource.EXACT, TsSource.LOCAL, TsSource.RECEIPT, TsSource.BOOT_RELATIVE)
-_COMM_ID = re.compile(r"\bcommId (0x[0-9a-fA-F]+)")
-_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|detected by watchdog at work")
-_RESTART = re.compile(r"will restart worker group|Restarting worker group|Starting worker group", re.I)
-_STEP_LAUNCH = re.compile(r"launch task (?:StepId=)?(?P<id>\d+\.\w+)")
+_COMM_ID = lazy_compile(r"\bcommId (0x[0-9a-fA-F]+)")
+_WATCHDOG = lazy_compile(r"Watchdog caught collective operation timeout|detected by watchdog at work")
+_RESTART = lazy_compile(r"will restart worker group|Restarting worker group|Starting worker group", re.I)
+_STEP_LAUNCH = lazy_compile(r"launch task (?:StepId=)?(?P<id>\d+\.\w+)")
 
 
 def _normalized(text: str, host: str | None) -> str:

@@ -13,13 +13,13 @@ chosen rank's death. Events without a time are left out by a time filter (they c
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from forensics.errors import UsageError
 from forensics.events import Event, MetricSample
+from forensics.lazy_re import lazy_compile
 from forensics.timeline import Timeline
 
 __all__ = ["Bound", "TimelineFilter", "parse_bound", "parse_ranks"]
@@ -27,8 +27,8 @@ __all__ = ["Bound", "TimelineFilter", "parse_bound", "parse_ranks"]
 _UNITS = {"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "m": 60, "min": 60, "mins": 60,
           "minute": 60, "minutes": 60, "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
           "d": 86400, "day": 86400, "days": 86400, "w": 604800, "week": 604800, "weeks": 604800}
-_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
-_RELATIVE = re.compile(r"^(?:(?:\d+(?:\.\d+)?)\s*[a-z]+\s*)+(?:ago)?$")
+_PART = lazy_compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
+_RELATIVE = lazy_compile(r"^(?:(?:\d+(?:\.\d+)?)\s*[a-z]+\s*)+(?:ago)?$")
 NS = 1_000_000_000
 
 

@@ -12,16 +12,18 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from forensics.lazy_re import lazy_compile
+
 __all__ = ["find_pci", "normalize_pci", "pci_from_aer_id"]
 
-_ADDR_RE = re.compile(
+_ADDR_RE = lazy_compile(
     r"^(?:(?P<dom>[0-9a-f]{1,8}):)?(?P<bus>[0-9a-f]{1,2}):(?P<dev>[0-9a-f]{1,2})(?:\.(?P<fn>[0-7]))?$"
 )
-_PREFIX_RE = re.compile(r"^(?:pci:|gpu|busid\s*[:=]?\s*|\[)", re.IGNORECASE)
-_NCCL_HEX_RE = re.compile(r"^[0-9a-f]{5,12}$")
+_PREFIX_RE = lazy_compile(r"^(?:pci:|gpu|busid\s*[:=]?\s*|\[)", re.IGNORECASE)
+_NCCL_HEX_RE = lazy_compile(r"^[0-9a-f]{5,12}$")
 # With a domain the function is optional (``PCI:0000:3b:00``); without one it is required, so
 # that clock times such as ``10:37`` are never taken for an address.
-_FIND_RE = re.compile(
+_FIND_RE = lazy_compile(
     r"(?<![0-9A-Za-z:])(?:PCI:|GPU)?"
     r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?|[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
     r"(?![0-9A-Za-z]|:[0-9A-Za-z])"

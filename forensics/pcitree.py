@@ -31,15 +31,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from forensics.lazy_re import lazy_compile
 from forensics.pci import normalize_pci
 
 __all__ = ["Hop", "PciDevice", "PciTree", "Placement", "is_nvidia_gpu", "place"]
 
 #: Names of chipset parts (Intel PCH, AMD FCH / Promontory / "500 Series Chipset", the X570's upstream port).
-_CHIPSET = re.compile(r"\bPCH\b|\bchipset\b|\bFCH\b|Promontory|Matisse Switch Upstream", re.IGNORECASE)
+_CHIPSET = lazy_compile(r"\bPCH\b|\bchipset\b|\bFCH\b|Promontory|Matisse Switch Upstream", re.IGNORECASE)
 #: Words that make an NVIDIA function something other than the GPU itself.
-_NOT_GPU = re.compile(r"audio|usb|ucsi|serial|smbus|nvswitch|\bbridge\b|\bmcp\d|nforce|ethernet|sata|\bide\b"
-                      r"|\blpc\b|memory controller|co-processor|host bridge", re.IGNORECASE)
+_NOT_GPU = lazy_compile(r"audio|usb|ucsi|serial|smbus|nvswitch|\bbridge\b|\bmcp\d|nforce|ethernet|sata|\bide\b"
+                        r"|\blpc\b|memory controller|co-processor|host bridge", re.IGNORECASE)
 #: Device numbers of Intel PCH root ports (D26–D29) and of its PCI bridge (D30) on the root bus.
 _INTEL_PCH_DEVICES = range(0x1A, 0x1F)
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from forensics.events import Event, MetricSample, Origin
+from forensics.lazy_re import lazy_compile
 from forensics.textdoc import TextDocument
 
 __all__ = ["Presentation", "Rule", "learn"]
@@ -54,31 +55,31 @@ _STREAM_KINDS = ("process-output", "nccl-debug", "slurm", "plaintext")
 #: shift each line's columns by a different amount, so these read their own margin (``> `` quoting).
 _COLUMN_KINDS = ("lspci-tree",)
 
-_TOKEN = re.compile(r"[A-Za-z]+|\d+|[ \t]+|.", re.S)
-_KV = re.compile(r"\b(rank|pid|ip|host|node|pod)=([\w.:-]+)")
-_HOSTLIKE = re.compile(r"(?:^|[\s\[(/])([A-Za-z][\w.-]*[A-Za-z0-9])\s*[:|]\s*$")
+_TOKEN = lazy_compile(r"[A-Za-z]+|\d+|[ \t]+|.", re.S)
+_KV = lazy_compile(r"\b(rank|pid|ip|host|node|pod)=([\w.:-]+)")
+_HOSTLIKE = lazy_compile(r"(?:^|[\s\[(/])([A-Za-z][\w.-]*[A-Za-z0-9])\s*[:|]\s*$")
 #: pdsh and DeepSpeed's launcher name a host as the hostfile does, often by its IPv4 address
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1?\d?\d)"
-_IPV4_LABEL = re.compile(rf"(?:^|[\s\[(/])({_OCTET}(?:\.{_OCTET}){{3}})\s*[:|]\s*$")
-_POD = re.compile(r"\bpod/([\w.-]+)")
-_ONLY_NUMBER = re.compile(r"^\s*\[?(\d{1,6})\]?\s*[:|]?\s*$")
-_NUMBER = re.compile(r"\d+")
+_IPV4_LABEL = lazy_compile(rf"(?:^|[\s\[(/])({_OCTET}(?:\.{_OCTET}){{3}})\s*[:|]\s*$")
+_POD = lazy_compile(r"\bpod/([\w.-]+)")
+_ONLY_NUMBER = lazy_compile(r"^\s*\[?(\d{1,6})\]?\s*[:|]?\s*$")
+_NUMBER = lazy_compile(r"\d+")
 #: A collector's stamp: a whole date first (kubectl, docker --timestamps), not a logger's clock time.
-_DATED = re.compile(r"^[ \t]*\[?\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d")
-_SGR = re.compile(r"\x1b\[[0-9;]*m")
-_SGR_BYTES = re.compile(rb"\x1b\[[0-9;]*m")
-_BARE_NUMBER = re.compile(r"^[ \t]*\d+[ \t]*$")
+_DATED = lazy_compile(r"^[ \t]*\[?\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d")
+_SGR = lazy_compile(r"\x1b\[[0-9;]*m")
+_SGR_BYTES = lazy_compile(rb"\x1b\[[0-9;]*m")
+_BARE_NUMBER = lazy_compile(r"^[ \t]*\d+[ \t]*$")
 #: A program's own logging header naming its source file (glog ``W0514 12:00:01.5 123 file.cc:42]``,
 #: c10d's ``[W socket.cpp:697]``, ``[E ProcessGroupNCCL.cpp:737]``): part of the record, never presentation.
-_SOURCE_HEADER = re.compile(r"^[ \t]*\[?[DIWEFC](?:\d{4})?[ \d:.]*[\w./-]*\.\w+:\d+\]"
-                            # a compiler's or CUDA assert's own ``../aten/…/Indexing.cu:1308:`` (source files only:
-                            # ``grep -n``'s ``/var/log/kern.log:1234:`` is presentation)
-                            r"|^[ \t]*[\w.-]*/[\w./-]*\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp|py|rs|go):\d+:")
+_SOURCE_HEADER = lazy_compile(r"^[ \t]*\[?[DIWEFC](?:\d{4})?[ \d:.]*[\w./-]*\.\w+:\d+\]"
+                              # a compiler's or CUDA assert's own ``../aten/…/Indexing.cu:1308:`` (source files only:
+                              # ``grep -n``'s ``/var/log/kern.log:1234:`` is presentation)
+                              r"|^[ \t]*[\w.-]*/[\w./-]*\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp|py|rs|go):\d+:")
 #: A date or a clock time in a prefix makes it a stamp, however constant (one day's log).
 #: A field name of the record itself (``saved metadata:``, ``recomputed metadata:``): words of plain
 #: letters with a blank between them, then a colon. A writer's label is one token (a host, a rank).
-_FIELD_NAME = re.compile(r"^[ \t]*[A-Za-z]+(?: [A-Za-z]+)+:[ \t]*$")
-_DATE_TIME = re.compile(r"(?<![=.\d])\d{1,4}[-/:]\d\d[-/:]\d\d")
+_FIELD_NAME = lazy_compile(r"^[ \t]*[A-Za-z]+(?: [A-Za-z]+)+:[ \t]*$")
+_DATE_TIME = lazy_compile(r"(?<![=.\d])\d{1,4}[-/:]\d\d[-/:]\d\d")
 
 
 @dataclass(frozen=True)
@@ -602,7 +603,7 @@ def _literal(pattern: str) -> str | None:
     return "".join(out)
 
 
-_ZONED = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)")
+_ZONED = lazy_compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)")
 
 
 def _zoned_ns(text: str) -> int | None:

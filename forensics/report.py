@@ -7,13 +7,13 @@ considered and why it lost. Plain text, no colour, so it pastes into a ticket.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from forensics.clocksync import describe_offset
 from forensics.events import Event, TsSource
+from forensics.lazy_re import lazy_compile
 
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
@@ -78,8 +78,8 @@ def _wrap(text: str, indent: str) -> list[str]:
     return out
 
 
-_OPTION = re.compile(r"--?[A-Za-z]")
-_SHORT_OPTION = re.compile(r"-[A-Za-z]{1,2}")
+_OPTION = lazy_compile(r"--?[A-Za-z]")
+_SHORT_OPTION = lazy_compile(r"-[A-Za-z]{1,2}")
 
 
 def wrap_commands(text: str, width: int) -> list[str]:

@@ -29,6 +29,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from forensics.lazy_re import lazy_compile
+
 __all__ = ["PATTERNS", "REDACTED", "SECRET_KINDS", "has_secret", "mask_text", "redact_text", "redact_tree"]
 
 REDACTED = "[REDACTED]"
@@ -37,7 +39,7 @@ _SEP = r"(?<![A-Za-z0-9])"  # a token may follow "_" or "=", not another letter 
 _NAME = (r"(?:passw(?:or)?d|passphrase|secret|token|api[_-]?key|access[_-]?key|secret[_-]?key|"
          r"private[_-]?key|auth[_-]?key|client[_-]?secret|credentials?)")
 _VALUE = r"(?P<secret>[^\s'\"\\&,;<>)\]}]+)"
-_NOT_A_SECRET = re.compile(r"\d{1,6}|true|false|none|null|nil|\*+|x+|-|" + re.escape(REDACTED[:-1]) + r".*", re.I)
+_NOT_A_SECRET = lazy_compile(r"\d{1,6}|true|false|none|null|nil|\*+|x+|-|" + re.escape(REDACTED[:-1]) + r".*", re.I)
 
 #: (kind, pattern). A pattern's ``secret`` group is what is replaced (the whole match when it has none).
 _PATTERNS: tuple[tuple[str, str], ...] = (

@@ -18,7 +18,6 @@ mapped document slices first (or uses :meth:`TextDocument.whole`). Whatever swee
 from __future__ import annotations
 
 import codecs
-import re
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -26,6 +25,7 @@ from itertools import islice
 from typing import NamedTuple, TypeAlias
 
 from forensics.filemap import FileMap
+from forensics.lazy_re import lazy_compile
 from forensics.lineindex import LineIndex
 
 __all__ = ["MAX_LINE_BYTES", "Data", "Line", "TextDocument", "decode_bytes"]
@@ -54,7 +54,7 @@ SCAN_SHARE = 0.5
 #: Longest run of digits a parser sees: Python refuses ``int()`` of more than 4,300 digits (and
 #: is quadratic below that), so a garbled 5,000-digit number is cut to this many on decoding.
 MAX_DIGITS = 1000
-_DIGIT_RUN = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+_DIGIT_RUN = lazy_compile(rf"\d{{{MAX_DIGITS + 1},}}")
 
 
 def _cut_digit_runs(text: str) -> str:

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from random import Random
 
+from forensics.lazy_re import lazy_compile
+
 __all__ = ["TRANSFORMS", "FileInfo", "Transform", "apply", "names", "remap_receipts"]
 
 
@@ -175,7 +177,7 @@ def _wrap80(text: str, info: FileInfo, rng: Random) -> str | None:
     return "\n".join(out) + end
 
 
-_STAMPS = re.compile(
+_STAMPS = lazy_compile(
     r"^(?:"
     r"\[\s*\d+\.\d+\]\s?"  # dmesg
     r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?"  # dmesg -T
@@ -262,10 +264,10 @@ _WIN_LEVELS: dict[str, dict[str, str]] = {
     "zh": {"Error": "错误", "Warning": "警告", "Information": "信息", "Critical": "关键"},
 }
 _WIN_KINDS = ("windows-event-text", "windows-event-csv")
-_LABEL_LINE = re.compile(r"^(\s*)(Log Name|Source|Date|Event ID|Task Category|Level|Keywords|User|Computer|"
-                         r"Description):(\s*)(.*)$")
-_GENERAL_EN = re.compile(r"The description for Event ID (\d+) from source (\S+) cannot be found\.")
-_CSV_HEAD = re.compile(r"^(\ufeff?)(Level|Keywords),")
+_LABEL_LINE = lazy_compile(r"^(\s*)(Log Name|Source|Date|Event ID|Task Category|Level|Keywords|User|Computer|"
+                           r"Description):(\s*)(.*)$")
+_GENERAL_EN = lazy_compile(r"The description for Event ID (\d+) from source (\S+) cannot be found\.")
+_CSV_HEAD = lazy_compile(r"^(\ufeff?)(Level|Keywords),")
 
 
 def _windows_locale(text: str, info: FileInfo, rng: Random) -> str | None:
@@ -302,7 +304,7 @@ def _windows_locale(text: str, info: FileInfo, rng: Random) -> str | None:
     return "\n".join(out) + end if changed else None
 
 
-_LEVEL_WORD = re.compile(r"\b(ERROR|Error|WARN(?:ING)?|Warning|FATAL|error)\b")
+_LEVEL_WORD = lazy_compile(r"\b(ERROR|Error|WARN(?:ING)?|Warning|FATAL|error)\b")
 
 
 def _ansi(text: str, info: FileInfo, rng: Random) -> str:

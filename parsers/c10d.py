@@ -16,11 +16,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.stream_text import Stamp, parse_glog_stamp
 
 __all__ = ["GlogRecord", "is_incomplete", "parse_glog_record", "work_attrs"]
 
-_RECORD = re.compile(
+_RECORD = lazy_compile(
     r"^\[(?P<lv>[EWIF])(?:(?P<md>\d{3,4}) (?P<clock>\d\d:\d\d:\d\d\.\d+))?(?: \d+)? ?"
     r"(?P<file>[\w./-]+\.(?:cpp|cc|hpp|h)):(?P<line>\d+)\]\s?(?P<msg>.*)$",
     re.S,
@@ -35,8 +36,8 @@ _PG = (
     re.compile(r"\[PG (?P<pg>\d+)(?: \((?P<name>[^)]*)\))? Rank (?P<rank>\d+)\]"),
     re.compile(r"\[Rank (?P<rank>\d+)\]"),
 )
-_WORK = re.compile(r"WorkNCCL\(((?:[^()]|\([^()]*\))*)\)")
-_WORK_FIELD = re.compile(r"(\w+(?:\(ms\))?)=([^,]+)")
+_WORK = lazy_compile(r"WorkNCCL\(((?:[^()]|\([^()]*\))*)\)")
+_WORK_FIELD = lazy_compile(r"(\w+(?:\(ms\))?)=([^,]+)")
 _WORK_KEYS = {"SeqNum": "seq", "OpType": "op_type", "NumelIn": "numel_in", "NumelOut": "numel_out",
               "Timeout(ms)": "timeout_ms"}
 #: The watchdog's work numbers in every wording seen (catalog-framework §1.4, §2.10):

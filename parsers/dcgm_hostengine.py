@@ -18,21 +18,22 @@ from datetime import datetime
 from typing import Any
 
 from forensics.events import Event, Severity, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.windows_events import stamp
 from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER", "health_message"]
 
-_LINE = re.compile(
+_LINE = lazy_compile(
     r"^(?:(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))? +)?"
     r"(?P<level>ERROR|WARNING|WARN|INFO|DEBUG|VERBOSE|FATAL) +\[(?P<pid>\d+):(?P<tid>\d+)\] +"
     r"(?:\[\[(?P<module>[\w ]+)\]\] +)?(?P<msg>.*?)"
     r"(?: +\[(?P<src>[^\]\s]+\.(?:cpp|h|hpp|c):\d+)\])?(?: +\[(?P<func>[\w:~<>]+)\])?\s*$"
 )
-_HEALTH = re.compile(r"Detected an? (?P<result>WARNING|FAILURE|FAIL|ERROR) in health system (?P<system>[\w ]+?)\s*:"
-                     r"\s*'?(?P<text>.*?)'?\s*$", re.I)
-_GPU = re.compile(r"\bGPU (\d+)\b")
+_HEALTH = lazy_compile(r"Detected an? (?P<result>WARNING|FAILURE|FAIL|ERROR) in health system (?P<system>[\w ]+?)\s*:"
+                       r"\s*'?(?P<text>.*?)'?\s*$", re.I)
+_GPU = lazy_compile(r"\bGPU (\d+)\b")
 _LEVELS = {"ERROR": Severity.ERROR, "FATAL": Severity.CRITICAL, "WARNING": Severity.WARNING,
            "WARN": Severity.WARNING}
 #: identical messages kept per file

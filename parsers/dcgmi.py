@@ -12,19 +12,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from forensics.events import Severity
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.nvidia_smi_common import smi_event
 from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER"]
 
-_ROW = re.compile(r"^\|\s*(.*?)\s*\|\s*(.*?)\s*\|\s*$")
-_SECTION = re.compile(r"^[|+]\s*-{3,}\s*([A-Za-z][A-Za-z ]*?)\s*-{2,}")
-_RESULT = re.compile(r"^(?:GPU\s*\d+\s*:\s*)?(Pass|Fail|Warn|Skip|Not Run)\b", re.I)
+_ROW = lazy_compile(r"^\|\s*(.*?)\s*\|\s*(.*?)\s*\|\s*$")
+_SECTION = lazy_compile(r"^[|+]\s*-{3,}\s*([A-Za-z][A-Za-z ]*?)\s*-{2,}")
+_RESULT = lazy_compile(r"^(?:GPU\s*\d+\s*:\s*)?(Pass|Fail|Warn|Skip|Not Run)\b", re.I)
 #: DCGM 4 prints one result row per GPU (``GPU0: Fail``) and notes as ``Warning: GPU0`` / ``Info: GPU1``
-_GPU_RESULT = re.compile(r"^GPU\s*(\d+)\s*:\s*(\w+)", re.I)
-_NOTE_GPU = re.compile(r"^(Warning|Info|Error)\s*:\s*GPU\s*(\d+)$", re.I)
-_GPUS = re.compile(r"GPUs?\s*:?\s*((?:\d+\s*,?\s*)+)")
+_GPU_RESULT = lazy_compile(r"^GPU\s*(\d+)\s*:\s*(\w+)", re.I)
+_NOTE_GPU = lazy_compile(r"^(Warning|Info|Error)\s*:\s*GPU\s*(\d+)$", re.I)
+_GPUS = lazy_compile(r"GPUs?\s*:?\s*((?:\d+\s*,?\s*)+)")
 _NOTES = ("warning", "info", "error")
 
 

@@ -14,17 +14,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from forensics.events import Event, Severity, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.dcgm_hostengine import health_message
 from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER"]
 
-_ROW = re.compile(r"^\|\s*(.*?)\s*\|\s*(.*?)\s*\|\s*$")
-_GPU_ID = re.compile(r"^(GPU|CPU|Switch|NvSwitch)\s+ID\s*:?\s*(\d+)$", re.I)
-_ENTRY = re.compile(r"^(?P<system>[A-Za-z][\w /-]*?) system\s*:\s*(?P<result>Healthy|Warning|Failure|Fail|Error)\b"
-                    r"\s*-?\s*(?P<text>.*)$", re.I)
-_OVERALL = re.compile(r"Overall Health\s*:?\s*(Healthy|Warning|Failure|Fail|Error)?", re.I)
+_ROW = lazy_compile(r"^\|\s*(.*?)\s*\|\s*(.*?)\s*\|\s*$")
+_GPU_ID = lazy_compile(r"^(GPU|CPU|Switch|NvSwitch)\s+ID\s*:?\s*(\d+)$", re.I)
+_ENTRY = lazy_compile(r"^(?P<system>[A-Za-z][\w /-]*?) system\s*:\s*(?P<result>Healthy|Warning|Failure|Fail|Error)\b"
+                      r"\s*-?\s*(?P<text>.*)$", re.I)
+_OVERALL = lazy_compile(r"Overall Health\s*:?\s*(Healthy|Warning|Failure|Fail|Error)?", re.I)
 
 
 @dataclass

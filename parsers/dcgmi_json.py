@@ -16,13 +16,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from forensics.events import Event, Severity, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.dcgm_hostengine import health_message
 from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER"]
 
-_GPU_KEY = re.compile(r"^GPU\s+ID\s*:?\s*(\d+)$", re.I)
+_GPU_KEY = lazy_compile(r"^GPU\s+ID\s*:?\s*(\d+)$", re.I)
 _MAX_BYTES = 16 << 20
 
 

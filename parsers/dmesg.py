@@ -10,9 +10,8 @@ known (``ctx.boot_time_ns``) or later from a boot anchor (forensics/timeline.py)
 
 from __future__ import annotations
 
-import re
-
 from forensics.clock import NS, parse_ctime
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext
 from forensics.parsers.kernlog import Head, KernelLogParser, head_fraction, is_noise
 from forensics.textdoc import TextDocument
@@ -25,16 +24,16 @@ FACILITIES = ("kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news",
 _LEVELS = {"emerg": 0, "alert": 1, "crit": 2, "err": 3, "warn": 4, "notice": 5, "info": 6, "debug": 7}
 
 #: ``dmesg -x``: facility and level padded to 6 characters, each followed by ``:``
-DECODE_PREFIX_RE = re.compile(
+DECODE_PREFIX_RE = lazy_compile(
     r"^(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|res[0-3]|local[0-7])\s*:"
     r"(emerg|alert|crit|err|warn|notice|info|debug)\s*: ?"
 )
-_RAW_RE = re.compile(r"^(?:<(\d{1,3})>)?\[\s*(\d+)\.(\d+)(?:\s*<\s*[\d.]+>)?\]\s?")
-_CALLER_RE = re.compile(r"^\[\s*([TC]\d+)\]\s?")
-_CTIME_INSIDE_RE = re.compile(r"^\[(\S+\s+\S+\s+\d{1,2}\s+\d{1,2}:\d\d:\d\d\s+\d{4})\]\s?")
-_JOURNAL_MONOTONIC_RE = re.compile(r"^\[\s*\d+\.\d+\] \S+ [^\s\[\]:]+(?:\[\d+\])?: ")
+_RAW_RE = lazy_compile(r"^(?:<(\d{1,3})>)?\[\s*(\d+)\.(\d+)(?:\s*<\s*[\d.]+>)?\]\s?")
+_CALLER_RE = lazy_compile(r"^\[\s*([TC]\d+)\]\s?")
+_CTIME_INSIDE_RE = lazy_compile(r"^\[(\S+\s+\S+\s+\d{1,2}\s+\d{1,2}:\d\d:\d\d\s+\d{4})\]\s?")
+_JOURNAL_MONOTONIC_RE = lazy_compile(r"^\[\s*\d+\.\d+\] \S+ [^\s\[\]:]+(?:\[\d+\])?: ")
 #: first words of kernel messages, to recognise stamp-less (``dmesg -t``, grep) output
-_KERNEL_START_RE = re.compile(
+_KERNEL_START_RE = lazy_compile(
     r"^(?:NVRM: |nvidia|pcieport |pci |AER: |DMAR: |AMD-Vi: |Out of memory|oom-kill:|oom_reaper:|"
     r"Memory cgroup out of memory|INFO: task |watchdog: |rcu: |misc dxg|dxgk:|hv_\w+: |Linux version |"
     r"Call Trace:|BUG: |Oops: |Kernel panic|\w[\w-]* [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: |"

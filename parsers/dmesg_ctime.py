@@ -8,17 +8,16 @@ Also accepts the ``-x`` decode prefix.
 
 from __future__ import annotations
 
-import re
-
 from forensics.clock import parse_ctime
 from forensics.events import TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext
 from forensics.parsers.dmesg import decode_prefix
 from forensics.parsers.kernlog import Head, KernelLogParser, share_detector, stamped_head
 
 __all__ = ["PARSER"]
 
-_CTIME_RE = re.compile(r"^\[(\S+\s+\S+\s+\d{1,2}\s+\d{1,2}:\d\d:\d\d(?:[.,]\d{1,9})?\s+\d{4})\]\s?")
+_CTIME_RE = lazy_compile(r"^\[(\S+\s+\S+\s+\d{1,2}\s+\d{1,2}:\d\d:\d\d(?:[.,]\d{1,9})?\s+\d{4})\]\s?")
 
 
 class CtimeReader:

@@ -9,17 +9,16 @@ after an anchor are placed at anchor + summed deltas (so their error is up to th
 
 from __future__ import annotations
 
-import re
-
 from forensics.clock import month_number, uptime_ns
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext
 from forensics.parsers.dmesg import decode_prefix
 from forensics.parsers.kernlog import Head, KernelLogParser, head_fraction
 
 __all__ = ["PARSER"]
 
-_DELTA_RE = re.compile(r"^\[\s*\+\s*(\d+\.\d+)\]\s?")
-_ANCHOR_RE = re.compile(r"^\[([^\W\d_]{2,5}\.?)\s?(\d{1,2}) (\d{1,2}):(\d\d)\]\s?")
+_DELTA_RE = lazy_compile(r"^\[\s*\+\s*(\d+\.\d+)\]\s?")
+_ANCHOR_RE = lazy_compile(r"^\[([^\W\d_]{2,5}\.?)\s?(\d{1,2}) (\d{1,2}):(\d\d)\]\s?")
 
 
 class DeltaReader:

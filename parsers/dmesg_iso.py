@@ -7,17 +7,16 @@ A ``.`` decimal with a ``host ident:`` after the stamp is rsyslog's format (pars
 
 from __future__ import annotations
 
-import re
-
 from forensics.clock import parse_iso
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext
 from forensics.parsers.dmesg import decode_prefix
 from forensics.parsers.kernlog import Head, KernelLogParser, share_detector, stamped_head
 
 __all__ = ["PARSER"]
 
-_ISO_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d([,.])\d{1,9}(?:Z|[+-]\d\d:?\d\d))\s?")
-_SYSLOG_AFTER_RE = re.compile(r"^\S+ [^\s\[\]:]+(?:\[\d+\])?: ")
+_ISO_RE = lazy_compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d([,.])\d{1,9}(?:Z|[+-]\d\d:?\d\d))\s?")
+_SYSLOG_AFTER_RE = lazy_compile(r"^\S+ [^\s\[\]:]+(?:\[\d+\])?: ")
 
 
 class IsoReader:

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import re
 
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.hang_stack import Dump, Frame, StackThread, label_rank
 from forensics.parsers.py_spy import Lines, next_line
 
 __all__ = ["detect", "is_header", "read"]
 
-THREAD = re.compile(r"^(?P<cur>Current thread|Thread) (?P<id>0x[0-9a-fA-F]+)(?: \[(?P<name>[^\]]*)\])? "
-                    r"\(most recent call first\):?\s*$")
-FRAME = re.compile(r'^File "(?P<file>[^"]*)", line (?P<line>\d{1,12}) in (?P<func>.+)$')
-TIMEOUT = re.compile(r"^Timeout \((?P<t>\d+:\d\d:\d\d(?:\.\d+)?)\)!\s*$")
-_HARNESS = re.compile(r"^Process (?P<rank>\d{1,12}) timed out with traceback:?\s*$")
+THREAD = lazy_compile(r"^(?P<cur>Current thread|Thread) (?P<id>0x[0-9a-fA-F]+)(?: \[(?P<name>[^\]]*)\])? "
+                      r"\(most recent call first\):?\s*$")
+FRAME = lazy_compile(r'^File "(?P<file>[^"]*)", line (?P<line>\d{1,12}) in (?P<func>.+)$')
+TIMEOUT = lazy_compile(r"^Timeout \((?P<t>\d+:\d\d:\d\d(?:\.\d+)?)\)!\s*$")
+_HARNESS = lazy_compile(r"^Process (?P<rank>\d{1,12}) timed out with traceback:?\s*$")
 
 
 def is_header(text: str) -> bool:

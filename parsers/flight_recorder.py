@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from forensics.events import Event, Origin, Severity, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record, whole_text
 from forensics.parsers.base import as_int as _int
 from forensics.parsers.safe_pickle import PickleError, load_plain, plain_nodes
@@ -44,7 +45,7 @@ from forensics.textdoc import TextDocument
 __all__ = ["PARSER", "pickle_to_json"]
 
 MAX_PENDING_PER_PG = 20
-_TRAILING_NUMBER = re.compile(r"(\d+)(?:\.json)?$")
+_TRAILING_NUMBER = lazy_compile(r"(\d+)(?:\.json)?$")
 
 
 def _numel(sizes: Any) -> int | None:

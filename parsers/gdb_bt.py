@@ -10,22 +10,23 @@ from __future__ import annotations
 
 import re
 
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.hang_stack import Dump, Frame, StackThread, label_rank
 from forensics.parsers.py_spy import Lines, next_line
 
 __all__ = ["detect", "is_header", "read"]
 
-THREAD = re.compile(r'^Thread (?P<n>\d{1,12}) \((?:Thread (?P<addr>0x[0-9a-f]+) )?\(?LWP (?P<lwp>\d{1,12})\)\)?'
-                    r'(?: "(?P<name>[^"]*)")?\)?:?\s*$')
-FRAME = re.compile(r"^#(?P<n>\d{1,12})\s+(?:(?P<addr>0x[0-9a-fA-F]+) in )?(?P<rest>.+)$")
-_PY_FRAME_OLD = re.compile(r"Frame 0x[0-9a-f]+, for file (?P<file>[^,]+), line (?P<line>\d{1,12}), "
-                           r"in (?P<func>[\w<>.]+)")
-_PY_FRAME = re.compile(r'^File "(?P<file>[^"]*)", line (?P<line>\d{1,12}), in (?P<func>.+)$')
-_BUILTIN = re.compile(r"^<built-in (?:method|function) (?P<func>[\w.]+)")
+THREAD = lazy_compile(r'^Thread (?P<n>\d{1,12}) \((?:Thread (?P<addr>0x[0-9a-f]+) )?\(?LWP (?P<lwp>\d{1,12})\)\)?'
+                      r'(?: "(?P<name>[^"]*)")?\)?:?\s*$')
+FRAME = lazy_compile(r"^#(?P<n>\d{1,12})\s+(?:(?P<addr>0x[0-9a-fA-F]+) in )?(?P<rest>.+)$")
+_PY_FRAME_OLD = lazy_compile(r"Frame 0x[0-9a-f]+, for file (?P<file>[^,]+), line (?P<line>\d{1,12}), "
+                             r"in (?P<func>[\w<>.]+)")
+_PY_FRAME = lazy_compile(r'^File "(?P<file>[^"]*)", line (?P<line>\d{1,12}), in (?P<func>.+)$')
+_BUILTIN = lazy_compile(r"^<built-in (?:method|function) (?P<func>[\w.]+)")
 PY_BT = "Traceback (most recent call first):"
-_PROMPT = re.compile(r"^\(gdb\)\s*(?P<cmd>.*)$")
-_ATTACH = re.compile(r"Attaching to (?:process|program: \S+, process) (?P<pid>\d{1,12})|"
-                     r"\bgdb\b.*?-p\s*(?P<pid2>\d{1,12})|^\(gdb\)\s*attach (?P<pid3>\d{1,12})")
+_PROMPT = lazy_compile(r"^\(gdb\)\s*(?P<cmd>.*)$")
+_ATTACH = lazy_compile(r"Attaching to (?:process|program: \S+, process) (?P<pid>\d{1,12})|"
+                       r"\bgdb\b.*?-p\s*(?P<pid2>\d{1,12})|^\(gdb\)\s*attach (?P<pid3>\d{1,12})")
 
 
 def is_header(text: str) -> bool:

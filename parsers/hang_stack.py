@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from forensics.lazy_re import lazy_compile
+
 __all__ = ["CATEGORIES", "WAITS", "Dump", "Frame", "StackThread", "classify", "event_fields", "label_rank"]
 
 
@@ -51,45 +53,45 @@ class Dump:
     timeout: str | None = None  # faulthandler.dump_traceback_later's "Timeout (0:10:00)!"
 
 
-_COLLECTIVE_FUNCS = re.compile(
+_COLLECTIVE_FUNCS = lazy_compile(
     r"^(?:all_reduce|allreduce\w*|all_gather\w*|allgather\w*|_all_gather_base|reduce_scatter\w*|"
     r"_reduce_scatter_base|broadcast\w*|barrier|monitored_barrier|all_to_all\w*|alltoall\w*|reduce|gather|"
     r"gather_object|scatter\w*|send|recv|isend|irecv|batch_isend_irecv|_coalescing_manager)$")
-_NATIVE_COLLECTIVE = re.compile(r"ProcessGroupNCCL|ncclAllReduce|ncclAllGather|ncclReduceScatter|ncclBroadcast|"
-                                r"ncclSend|ncclRecv|ncclGroupEnd|c10d::\w*[Bb]arrier|WorkNCCL::wait|"
-                                r"ProcessGroupGloo|gloo::|MPI_\w+|PMPI_\w+|ccl_\w*(?:allreduce|allgather|wait)")
+_NATIVE_COLLECTIVE = lazy_compile(r"ProcessGroupNCCL|ncclAllReduce|ncclAllGather|ncclReduceScatter|ncclBroadcast|"
+                                  r"ncclSend|ncclRecv|ncclGroupEnd|c10d::\w*[Bb]arrier|WorkNCCL::wait|"
+                                  r"ProcessGroupGloo|gloo::|MPI_\w+|PMPI_\w+|ccl_\w*(?:allreduce|allgather|wait)")
 #: Files of libraries whose collective-named functions (all_gather_coalesced, reduce_scatter …) are collectives.
 _DIST_LIBS = ("distributed_c10d.py", "torch/distributed/", "deepspeed/", "megatron/", "fairscale/", "apex/",
               "colossalai/", "nemo/", "vllm/distributed/", "sglang/srt/distributed/", "accelerate/utils/operations.py")
-_STORE = re.compile(r"TCPStore|PrefixStore|store\.py|rendezvous|_store_based_barrier|c10d_rendezvous_backend")
+_STORE = lazy_compile(r"TCPStore|PrefixStore|store\.py|rendezvous|_store_based_barrier|c10d_rendezvous_backend")
 _DATALOADER_FUNCS = ("_next_data", "_get_data", "_try_get_data", "_worker_loop", "_pin_memory_loop")
-_SYNC = re.compile(r"^(?:synchronize|_local_scalar_dense\w*|item|tolist|cpu)$|cudaStreamSynchronize|"
-                   r"cudaDeviceSynchronize|cuStreamSynchronize|cuCtxSynchronize|cudaEventSynchronize|cudaMemcpy\b|"
-                   r"cudaMemcpyAsync|_local_scalar_dense|at::native::\w*item")
-_LOCK = re.compile(r"^(?:acquire|wait|join|_wait_for_tstate_lock|wait_for)$|pthread_mutex_lock|__lll_lock_wait|"
-                   r"sem_wait|PyThread_acquire_lock")
-_SLEEP = re.compile(r"^(?:sleep|<built-in method sleep.*)$|nanosleep|clock_nanosleep|usleep")
-_IO = re.compile(r"^(?:read|readinto|readline|recv|recv_into|recvfrom|send|sendall|write|flush|select|poll|"
-                 r"accept|connect|urlopen|getresponse|_read_status|epoll_wait)$|__libc_read|__libc_write|"
-                 r"__GI___poll|\bpoll\b|\bread\b|\bwrite\b|epoll_wait|\baccept4?\b|fsync")
+_SYNC = lazy_compile(r"^(?:synchronize|_local_scalar_dense\w*|item|tolist|cpu)$|cudaStreamSynchronize|"
+                     r"cudaDeviceSynchronize|cuStreamSynchronize|cuCtxSynchronize|cudaEventSynchronize|cudaMemcpy\b|"
+                     r"cudaMemcpyAsync|_local_scalar_dense|at::native::\w*item")
+_LOCK = lazy_compile(r"^(?:acquire|wait|join|_wait_for_tstate_lock|wait_for)$|pthread_mutex_lock|__lll_lock_wait|"
+                     r"sem_wait|PyThread_acquire_lock")
+_SLEEP = lazy_compile(r"^(?:sleep|<built-in method sleep.*)$|nanosleep|clock_nanosleep|usleep")
+_IO = lazy_compile(r"^(?:read|readinto|readline|recv|recv_into|recvfrom|send|sendall|write|flush|select|poll|"
+                   r"accept|connect|urlopen|getresponse|_read_status|epoll_wait)$|__libc_read|__libc_write|"
+                   r"__GI___poll|\bpoll\b|\bread\b|\bwrite\b|epoll_wait|\baccept4?\b|fsync")
 _IO_FILES = ("socket.py", "ssl.py", "selectors.py", "http/client.py", "urllib", "requests/", "urllib3/",
              "huggingface_hub/", "fsspec/", "s3fs/", "boto", "subprocess.py", "connection.py")
-_CHECKPOINT = re.compile(r"(?:^|_)save(?:_checkpoint|_pretrained|_model|_state|_to_disk)?$|^_save\w*|"
-                         r"save_checkpoint|^dcp_save$|^torch_save")
+_CHECKPOINT = lazy_compile(r"(?:^|_)save(?:_checkpoint|_pretrained|_model|_state|_to_disk)?$|^_save\w*|"
+                           r"save_checkpoint|^dcp_save$|^torch_save")
 _CHECKPOINT_FILES = ("torch/serialization.py", "distributed/checkpoint/", "safetensors/")
-_EVAL = re.compile(r"^(?:evaluate|evaluation_loop|prediction_step|predict|validate|validation_step|_run_eval\w*|"
-                   r"generate|eval_step|test_step)$")
-_COMPUTE = re.compile(r"^(?:forward|_call_impl|_wrapped_call_impl|backward|_engine_run_backward|run_backward|"
-                      r"step|training_step|train_step|_conv_forward|linear|matmul)$")
+_EVAL = lazy_compile(r"^(?:evaluate|evaluation_loop|prediction_step|predict|validate|validation_step|_run_eval\w*|"
+                     r"generate|eval_step|test_step)$")
+_COMPUTE = lazy_compile(r"^(?:forward|_call_impl|_wrapped_call_impl|backward|_engine_run_backward|run_backward|"
+                        r"step|training_step|train_step|_conv_forward|linear|matmul)$")
 
 #: The kinds of wait, most specific first (the order decides when a stack shows several).
 CATEGORIES = ("collective", "store", "dataloader", "queue", "cuda-sync", "checkpoint", "lock", "sleep", "io",
               "evaluation", "compute", "running", "background")
 #: Helper threads that always wait (NCCL proxy and IB threads, c10d's watchdog, thread pools, tqdm's
 #: monitor, the pin-memory thread): where they are says nothing about a hang.
-_BACKGROUND = re.compile(r"ncclProxy|ncclIbAsyncThread|persistentThread|ncclCommWatchdog|watchdogHandler|"
-                         r"heartbeatMonitor|ThreadPool::main_loop|_pin_memory_loop|tqdm/_monitor|"
-                         r"_handle_workers|_handle_results|_handle_tasks")
+_BACKGROUND = lazy_compile(r"ncclProxy|ncclIbAsyncThread|persistentThread|ncclCommWatchdog|watchdogHandler|"
+                           r"heartbeatMonitor|ThreadPool::main_loop|_pin_memory_loop|tqdm/_monitor|"
+                           r"_handle_workers|_handle_results|_handle_tasks")
 #: The categories that mean the thread waits for something else (a hang's usual shape).
 WAITS = frozenset({"collective", "store", "dataloader", "queue", "cuda-sync", "lock", "sleep", "io"})
 #: How many innermost frames are searched for the kind of wait.
@@ -237,8 +239,8 @@ def event_fields(dump: Dump) -> tuple[str, dict[str, Any]]:
     return message, attrs
 
 
-_RANK_LABEL = re.compile(r"(?:^|[\s=\[(#:-])(?:global[ _]?)?rank[\s_]*[:=#]?\s*(\d{1,6})\b", re.I)
-_LOCAL_RANK_ARG = re.compile(r"--(?:local[-_]rank|rank)[= ](\d{1,6})\b|\b(?:LOCAL_RANK|RANK)=(\d{1,6})\b")
+_RANK_LABEL = lazy_compile(r"(?:^|[\s=\[(#:-])(?:global[ _]?)?rank[\s_]*[:=#]?\s*(\d{1,6})\b", re.I)
+_LOCAL_RANK_ARG = lazy_compile(r"--(?:local[-_]rank|rank)[= ](\d{1,6})\b|\b(?:LOCAL_RANK|RANK)=(\d{1,6})\b")
 
 
 def label_rank(text: str) -> int | None:

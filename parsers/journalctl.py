@@ -17,33 +17,33 @@ the two kinds a file is gets decided by :func:`flavour` from features only one o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from forensics.clock import NS, month_number, parse_fraction_ns, parse_iso, uptime_ns
 from forensics.events import TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext
 from forensics.parsers.kernlog import Head, KernelLogParser, is_noise, strip_ansi
 
 __all__ = ["PARSER", "SyslogReader", "flavour", "flavour_detector"]
 
-_SHORT_RE = re.compile(
+_SHORT_RE = lazy_compile(
     r"^([^\W\d_]{2,}\.?|\d{1,2}月)\s{1,2}(\d{1,2})\s+(\d{1,2}):(\d\d):(\d\d)(?:\.(\d{1,9}))?\s+"
 )
-_ISO_RE = re.compile(r"^(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)\s+")
-_MONO_RE = re.compile(r"^\[\s*(\d+\.\d+)\]\s+")
-_UNIX_RE = re.compile(r"^(\d{9,11})(?:\.(\d{1,9}))?\s+")
+_ISO_RE = lazy_compile(r"^(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)\s+")
+_MONO_RE = lazy_compile(r"^\[\s*(\d+\.\d+)\]\s+")
+_UNIX_RE = lazy_compile(r"^(\d{9,11})(?:\.(\d{1,9}))?\s+")
 # an identifier never holds ":" (that keeps "nvidia 0000:01:00.0: msg" from reading as host + ident)
-_NO_HOST_RE = re.compile(r"^([^\s\[\]:]+)(?:\[(\d+)\])?:(?:\s|$)")
-_HOST_IDENT_RE = re.compile(r"^(\S+)\s+([^\s\[\]:]+)(?:\[(\d+)\])?:(?:\s|$)")
-_BOOT_RE = re.compile(r"^-- (Boot ([0-9a-f]{32})|Reboot) --\s*$")
-_HEADER_YEAR_RE = re.compile(r"^-- (?:Logs begin at|Journal begins at) \S*\s*(\d{4})-\d\d-\d\d")
-_KERNEL_STAMP_RE = re.compile(r"^\[\s*(\d+\.\d+)\]\s?")
-_GREP_PREFIX_RE = re.compile(
+_NO_HOST_RE = lazy_compile(r"^([^\s\[\]:]+)(?:\[(\d+)\])?:(?:\s|$)")
+_HOST_IDENT_RE = lazy_compile(r"^(\S+)\s+([^\s\[\]:]+)(?:\[(\d+)\])?:(?:\s|$)")
+_BOOT_RE = lazy_compile(r"^-- (Boot ([0-9a-f]{32})|Reboot) --\s*$")
+_HEADER_YEAR_RE = lazy_compile(r"^-- (?:Logs begin at|Journal begins at) \S*\s*(\d{4})-\d\d-\d\d")
+_KERNEL_STAMP_RE = lazy_compile(r"^\[\s*(\d+\.\d+)\]\s?")
+_GREP_PREFIX_RE = lazy_compile(
     r"^(?:/[\w./-]*|[\w.-]*(?:syslog|messages|kern\.log|daemon\.log|\.log)[\w.-]*)(?:\.\d+)?(?:\.gz)?:(?:\d+:)?"
     r"(?=[^\W\d_]{3}\.?\s{1,2}\d|\d{4}-\d\d-\d\dT)"
 )
-_RSYSLOG_ESC_RE = re.compile(r"#([0-3][0-7]{2})")
+_RSYSLOG_ESC_RE = lazy_compile(r"#([0-3][0-7]{2})")
 _KERNEL_IDENTS = ("kernel",)
 
 

@@ -10,11 +10,11 @@ year-less stamp (``stream_text.place_yearless``) and marked ``year_inferred``.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator
 from datetime import datetime
 
 from forensics.events import Event, Severity, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.stream_text import Stamp, place_yearless
 from forensics.parsers.windows_events import stamp
@@ -22,13 +22,13 @@ from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER"]
 
-_GOLOG = re.compile(r"^(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))? (.*)$")
-_KLOG = re.compile(r"^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?\s+\d+\s+\S+:\d+\]\s?(.*)$")
-_XID = re.compile(r"XidCriticalError: Xid=(\d+) on Device=(GPU-[0-9a-fA-F-]+|\S+?)[,\s]")
-_UNHEALTHY = re.compile(r"marked unhealthy: (GPU-[0-9a-fA-F-]+|\S+)")
+_GOLOG = lazy_compile(r"^(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))? (.*)$")
+_KLOG = lazy_compile(r"^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?\s+\d+\s+\S+:\d+\]\s?(.*)$")
+_XID = lazy_compile(r"XidCriticalError: Xid=(\d+) on Device=(GPU-[0-9a-fA-F-]+|\S+?)[,\s]")
+_UNHEALTHY = lazy_compile(r"marked unhealthy: (GPU-[0-9a-fA-F-]+|\S+)")
 _PLUGIN_WORDS = ("XidCriticalError", "nvidia.com/gpu", "device plugin", "Loading NVML", "Starting FS watcher",
                  "Registered device plugin", "Starting GRPC server", "Starting OS watcher", "NVML")
-_FAIL = re.compile(r"\b(?:Failed|failed|Error|error|unhealthy|Could not|could not)\b")
+_FAIL = lazy_compile(r"\b(?:Failed|failed|Error|error|unhealthy|Could not|could not)\b")
 
 
 class K8sDevicePluginParser:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forensics.events import Severity
+from forensics.lazy_re import lazy_compile
 from forensics.pci import find_pci, normalize_pci, pci_from_aer_id
 
 __all__ = ["LEVEL_NAMES", "TRIGGER_LITERALS", "KernelInfo", "classify", "level_severity"]
@@ -65,11 +66,11 @@ def level_severity(level: int | str | None) -> Severity | None:
 
 
 # -- Xid ---------------------------------------------------------------------------------------
-_XID_RE = re.compile(
+_XID_RE = lazy_compile(
     r"\b(S?)Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\):\s*(\d+)\b,?\s*(.*)"
 )
-_XID_PID_RE = re.compile(r"^pid=(?:'?<unknown>'?|(\d+))\s*,?\s*")
-_XID_NAME_RE = re.compile(r"^name=([^,]*?)\s*(?:,\s*|$)")
+_XID_PID_RE = lazy_compile(r"^pid=(?:'?<unknown>'?|(\d+))\s*,?\s*")
+_XID_NAME_RE = lazy_compile(r"^name=([^,]*?)\s*(?:,\s*|$)")
 # Xids whose presence alone means the GPU or node needs attention (NVIDIA catalog buckets)
 _XID_CRITICAL = frozenset({48, 62, 64, 74, 79, 92, 95, 119, 120, 136, 140, 143, 144, 145, 146, 147, 148, 149, 150,
                            154, 155, 158, 167})
@@ -102,9 +103,9 @@ def _xid(m: re.Match[str]) -> KernelInfo:
 
 
 # -- other NVIDIA driver lines -----------------------------------------------------------------
-_UUID_RE = re.compile(r"\bGPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_API_MISMATCH_RE = re.compile(r"API mismatch: the client(?: '([^']*)' \(pid (\d+)\))?.*?has the version ([\w.]+),"
-                              r".*?kernel module has the version ([\w.]+)")
+_UUID_RE = lazy_compile(r"\bGPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_API_MISMATCH_RE = lazy_compile(r"API mismatch: the client(?: '([^']*)' \(pid (\d+)\))?.*?has the version ([\w.]+),"
+                                r".*?kernel module has the version ([\w.]+)")
 _NVIDIA_PREFIXES = ("NVRM", "nvidia", "[drm] [nvidia-drm]", "nvidia-")
 _NVRM_TOPICS: tuple[tuple[str, str, Severity], ...] = (
     # (substring, topic, severity) — first match wins
@@ -178,11 +179,11 @@ def _nvrm(text: str) -> KernelInfo:
 
 
 # -- PCIe AER / DPC / link ---------------------------------------------------------------------
-_DEV_PREFIX_RE = re.compile(r"^(\S+) ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):?\s")
-_AER_SOURCE_RE = re.compile(r"(?:received(?: from)?:?\s*|id=)([0-9a-fA-F:.]{4,12})")
-_AER_BIT_RE = re.compile(r"\[\s*(\d+)\]\s+([A-Za-z][\w ]*?)\s*(?:\((First)\))?\s*$")
-_AER_STATUS_RE = re.compile(r"device \[([0-9a-f]{4}:[0-9a-f]{4})\] error status/mask=([0-9a-f]+)/([0-9a-f]+)")
-_AER_TYPE_RE = re.compile(r"type=([^,]+)")
+_DEV_PREFIX_RE = lazy_compile(r"^(\S+) ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):?\s")
+_AER_SOURCE_RE = lazy_compile(r"(?:received(?: from)?:?\s*|id=)([0-9a-fA-F:.]{4,12})")
+_AER_BIT_RE = lazy_compile(r"\[\s*(\d+)\]\s+([A-Za-z][\w ]*?)\s*(?:\((First)\))?\s*$")
+_AER_STATUS_RE = lazy_compile(r"device \[([0-9a-f]{4}:[0-9a-f]{4})\] error status/mask=([0-9a-f]+)/([0-9a-f]+)")
+_AER_TYPE_RE = lazy_compile(r"type=([^,]+)")
 
 
 def _aer_severity(text: str) -> str | None:
@@ -232,7 +233,7 @@ def _aer(text: str) -> KernelInfo:
     return KernelInfo("aer", sev, gpu, None, attrs, generic=False)
 
 
-_LINK_RE = re.compile(
+_LINK_RE = lazy_compile(
     r"([\d.]+) Gb/s available PCIe bandwidth, limited by ([\d.]+) GT/s PCIe x(\d+) link at "
     r"([0-9a-f:.]+) \(capable of ([\d.]+) Gb/s with ([\d.]+) GT/s PCIe x(\d+) link\)"
 )
@@ -268,9 +269,9 @@ def _pcie_link(text: str, m: re.Match[str]) -> KernelInfo:
 
 
 #: ``pci 0000:01:00.0: [10de:2684] type 00 class 0x030000``: a function's vendor:device and class
-_ENUM_RE = re.compile(r"\bpci ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): \[([0-9a-f]{4}):[0-9a-f]{4}\] "
-                      r"type [0-9a-f]{2} class 0x([0-9a-f]{6})")
-_NV_DRIVER_RE = re.compile(r"\bnvidia ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):")
+_ENUM_RE = lazy_compile(r"\bpci ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): \[([0-9a-f]{4}):[0-9a-f]{4}\] "
+                        r"type [0-9a-f]{2} class 0x([0-9a-f]{6})")
+_NV_DRIVER_RE = lazy_compile(r"\bnvidia ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):")
 
 
 def mark_link_devices(events: list[Any]) -> list[Any]:
@@ -301,10 +302,10 @@ def mark_link_devices(events: list[Any]) -> list[Any]:
 
 
 # -- IOMMU -------------------------------------------------------------------------------------
-_DMAR_DEV_RE = re.compile(r"Request device \[([0-9a-fA-F:.]+)\]")
-_DMAR_REASON_RE = re.compile(r"\[fault reason (0x)?([0-9a-fA-F]+)\]\s*(.*)")
-_AMDVI_DEV_RE = re.compile(r"device=([0-9a-fA-F:.]+)")
-_SUPPRESSED_RE = re.compile(r"(\d+) callbacks suppressed")
+_DMAR_DEV_RE = lazy_compile(r"Request device \[([0-9a-fA-F:.]+)\]")
+_DMAR_REASON_RE = lazy_compile(r"\[fault reason (0x)?([0-9a-fA-F]+)\]\s*(.*)")
+_AMDVI_DEV_RE = lazy_compile(r"device=([0-9a-fA-F:.]+)")
+_SUPPRESSED_RE = lazy_compile(r"(\d+) callbacks suppressed")
 
 
 def _is_iommu_fault(text: str) -> bool:
@@ -337,19 +338,19 @@ def _iommu(text: str) -> KernelInfo:
 
 
 # -- OOM killer --------------------------------------------------------------------------------
-_OOM_INVOKED_RE = re.compile(r"^(.+?) invoked oom-killer: (?:gfp_mask=([^,]+))?")
-_OOM_KILL_RE = re.compile(r"oom-kill:constraint=(\w+)(.*?),task=(.*?),pid=(\d+)(?:,uid=(\d+))?")
-_OOM_MEMCG_RE = re.compile(r"(?:oom_memcg|task_memcg)=([^,]+)")
-_OOM_KILLED_RE = re.compile(
+_OOM_INVOKED_RE = lazy_compile(r"^(.+?) invoked oom-killer: (?:gfp_mask=([^,]+))?")
+_OOM_KILL_RE = lazy_compile(r"oom-kill:constraint=(\w+)(.*?),task=(.*?),pid=(\d+)(?:,uid=(\d+))?")
+_OOM_MEMCG_RE = lazy_compile(r"(?:oom_memcg|task_memcg)=([^,]+)")
+_OOM_KILLED_RE = lazy_compile(
     r"(?:(Memory cgroup out of memory)|Out of memory[^:]*):\s*Kill(?:ed)? process (\d+) \((.*?)\)"
     r"(?: total-vm:(\d+)kB, anon-rss:(\d+)kB, file-rss:(\d+)kB(?:, shmem-rss:(\d+)kB)?)?(?:.*?score (\d+))?"
 )
-_KILLED_PROCESS_RE = re.compile(
+_KILLED_PROCESS_RE = lazy_compile(
     r"^Killed process (\d+) \((.*?)\) total-vm:(\d+)kB, anon-rss:(\d+)kB, file-rss:(\d+)kB(?:, shmem-rss:(\d+)kB)?"
 )
-_OOM_REAPER_RE = re.compile(r"oom_reaper: reaped process (\d+) \((.*?)\)")
-_OOMD_RE = re.compile(r"Killed (\S+?) due to memory (?:pressure|used)")
-_UNIT_OOM_RE = re.compile(r"^(\S+?): Failed with result 'oom-kill'")
+_OOM_REAPER_RE = lazy_compile(r"oom_reaper: reaped process (\d+) \((.*?)\)")
+_OOMD_RE = lazy_compile(r"Killed (\S+?) due to memory (?:pressure|used)")
+_UNIT_OOM_RE = lazy_compile(r"^(\S+?): Failed with result 'oom-kill'")
 
 
 def _rss(attrs: dict[str, Any], total: str | None, anon: str | None, file: str | None, shmem: str | None) -> None:
@@ -404,10 +405,10 @@ def _oom(text: str) -> KernelInfo | None:
 
 
 # -- hung tasks, lockups, stalls ---------------------------------------------------------------
-_HUNG_RE = re.compile(r"INFO: task (.+?):(\d+) blocked for more than (\d+) seconds")
-_SOFT_LOCKUP_RE = re.compile(r"soft lockup - CPU#(\d+) stuck for (\d+)s!(?: \[(.+?):(\d+)\])?")
-_HARD_LOCKUP_RE = re.compile(r"hard LOCKUP on cpu (\d+)")
-_RCU_RE = re.compile(r"rcu_?(\w*?)(?: self-detected stall| detected stalls?)")
+_HUNG_RE = lazy_compile(r"INFO: task (.+?):(\d+) blocked for more than (\d+) seconds")
+_SOFT_LOCKUP_RE = lazy_compile(r"soft lockup - CPU#(\d+) stuck for (\d+)s!(?: \[(.+?):(\d+)\])?")
+_HARD_LOCKUP_RE = lazy_compile(r"hard LOCKUP on cpu (\d+)")
+_RCU_RE = lazy_compile(r"rcu_?(\w*?)(?: self-detected stall| detected stalls?)")
 
 
 def _hung(text: str) -> KernelInfo | None:
@@ -437,8 +438,8 @@ def _hung(text: str) -> KernelInfo | None:
 
 
 # -- WSL dxgkrnl -------------------------------------------------------------------------------
-_DXG_RE = re.compile(r"dxgk(?::err)?:\s*(?:(\w+):\s*)?(.*)")
-_ERRNO_RE = re.compile(r"failed:?\s*(-\d+)")
+_DXG_RE = lazy_compile(r"dxgk(?::err)?:\s*(?:(\w+):\s*)?(.*)")
+_ERRNO_RE = lazy_compile(r"failed:?\s*(-\d+)")
 
 
 def _dxg(text: str) -> KernelInfo:
@@ -455,18 +456,18 @@ def _dxg(text: str) -> KernelInfo:
 
 
 # -- everything else ---------------------------------------------------------------------------
-_SEGFAULT_RE = re.compile(r"^(\S+?)\[(\d+)\]: segfault at")
+_SEGFAULT_RE = lazy_compile(r"^(\S+?)\[(\d+)\]: segfault at")
 _CRASH_WORDS = ("BUG: unable to handle", "Oops:", "Kernel panic", "kernel BUG at", "general protection fault",
                 "Unable to handle kernel")
 
 
 #: one search that rules out plain chatter before any family-specific test runs
-_ANY_FAMILY_RE = re.compile(
+_ANY_FAMILY_RE = lazy_compile(
     r"Xid|AER|PCIe|DPC:|Surprise Down|error status/mask|pcieport|IO_PAGE_FAULT|dmar_fault|DMAR|smmu|SMMU|oom|"
     r"Out of memory|out of memory|Killed|blocked for more than|LOCKUP|lockup|stall|dxgk|NVRM|nvidia|Linux version|"
     r"Booting Linux|BUG|Oops|Kernel panic|general protection|Unable to handle|segfault"
 )
-_CRASH_RE = re.compile("|".join(re.escape(w) for w in _CRASH_WORDS))
+_CRASH_RE = lazy_compile("|".join(re.escape(w) for w in _CRASH_WORDS))
 
 
 def classify(text: str, *, kernel: bool = True) -> KernelInfo:

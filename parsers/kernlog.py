@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from forensics.clock import YEAR_INFERRED, YearlessClock
 from forensics.events import Event, Severity, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers import template_scan
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.kernel_messages import (
@@ -62,7 +63,7 @@ MAX_CONTINUATION = 200
 #: a record flattened to at most this many characters becomes the event's one-line message
 MAX_FLAT_MESSAGE = 320
 
-_PROMPT_RE = re.compile(
+_PROMPT_RE = lazy_compile(
     r"""^\s*(?:
         [$#%❯➜»λ]\s                               # bare prompt characters
       | [\w.-]+@[\w.-]+:\S*\s?[$#%]\s?             # user@host:~$  root@node4:~#
@@ -73,13 +74,13 @@ _PROMPT_RE = re.compile(
     )""",
     re.VERBOSE,
 )
-_ELISION_RE = re.compile(
+_ELISION_RE = lazy_compile(
     r"^[\s>*=#-]*(?:\.{3,}|…|\[\s*(?:\.{2,}|…|/?snip|cut|truncated|omitted)[^\]]*\]|<snip>|\(snip\)|\(\.{3}\)|"
     r"-{3,}|={3,}|```\w*|~~~\w*|-- (?:No entries|Logs begin at|Journal begins at|Journal ends at|cursor:).*)[\s>*=#-]*$"
 )
 
 
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_ANSI_RE = lazy_compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def strip_ansi(text: str) -> str:

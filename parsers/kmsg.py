@@ -12,10 +12,10 @@ reported as a warning-level ``recorder`` event (attrs ``reason=kmsg-records-lost
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from forensics.events import Event, Severity, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.dmesg import FACILITIES
 from forensics.parsers.kernlog import Head, KernelLogParser, share_detector
@@ -23,9 +23,9 @@ from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER"]
 
-_KMSG_RE = re.compile(r"^(\d{1,4}),(\d{1,20}),(\d{1,20}),([^;,]*)((?:,[^;]*)?);")
-_ESCAPE_RE = re.compile(r"\\x([0-9a-fA-F]{2})")
-_DICT_RE = re.compile(r"^ ([A-Z_][A-Z0-9_]*)=(.*)$")
+_KMSG_RE = lazy_compile(r"^(\d{1,4}),(\d{1,20}),(\d{1,20}),([^;,]*)((?:,[^;]*)?);")
+_ESCAPE_RE = lazy_compile(r"\\x([0-9a-fA-F]{2})")
+_DICT_RE = lazy_compile(r"^ ([A-Z_][A-Z0-9_]*)=(.*)$")
 
 
 def _unescape(msg: str) -> str:

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterator
 
 from forensics.events import Severity
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.nvidia_smi_common import normalize_bus_id, smi_event
 from forensics.pcitree import PciDevice, PciTree
@@ -25,14 +26,15 @@ from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER", "gen_of_speed"]
 
-_DEVICE = re.compile(r"^((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+([^:]+?):\s+(.+)$")
-_LNK = re.compile(r"^\s*(LnkCap|LnkSta):\s*(.*)$")
-_SPEED = re.compile(r"Speed\s+(\d+(?:\.\d+)?)GT/s(?:\s*\((downgraded|ok)\))?")
-_WIDTH = re.compile(r"Width\s+x(\d+)(?:\s*\((downgraded|ok)\))?")
+_DEVICE = lazy_compile(r"^((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+([^:]+?):\s+(.+)$")
+_LNK = lazy_compile(r"^\s*(LnkCap|LnkSta):\s*(.*)$")
+_SPEED = lazy_compile(r"Speed\s+(\d+(?:\.\d+)?)GT/s(?:\s*\((downgraded|ok)\))?")
+_WIDTH = lazy_compile(r"Width\s+x(\d+)(?:\s*\((downgraded|ok)\))?")
 _GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-_BUS = re.compile(r"^\s+Bus:\s*primary=([0-9a-fA-F]{2}),\s*secondary=([0-9a-fA-F]{2}),\s*subordinate=([0-9a-fA-F]{2})")
-_PORT = re.compile(r"^\s+Capabilities:.*\bExpress(?: \(v\d\))? (Root Port|Upstream Port|Downstream Port)")
-_SUFFIX = re.compile(r"\s*\((?:rev [0-9a-fA-F]+|prog-if [^)]*)\)\s*$")
+_BUS = lazy_compile(r"^\s+Bus:\s*primary=([0-9a-fA-F]{2}),\s*secondary=([0-9a-fA-F]{2}),"
+                    r"\s*subordinate=([0-9a-fA-F]{2})")
+_PORT = lazy_compile(r"^\s+Capabilities:.*\bExpress(?: \(v\d\))? (Root Port|Upstream Port|Downstream Port)")
+_SUFFIX = lazy_compile(r"\s*\((?:rev [0-9a-fA-F]+|prog-if [^)]*)\)\s*$")
 
 
 def gen_of_speed(gts: float) -> int | None:

@@ -17,10 +17,10 @@ format's margin alone for that reason).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from forensics.events import Severity
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.nvidia_smi_common import smi_event
 from forensics.pcitree import PciDevice, PciTree, place
@@ -28,13 +28,13 @@ from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER", "parse_tree_lines"]
 
-_ROOT = re.compile(r"\[(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2})\]")
-_DEV = re.compile(r"([0-9a-fA-F]{2})\.([0-7])(?:-\[([0-9a-fA-F]{2})(?:-([0-9a-fA-F]{2}))?\])?")
-_NAME = re.compile(r"\s+(\S.*?)\s*$")
+_ROOT = lazy_compile(r"\[(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2})\]")
+_DEV = lazy_compile(r"([0-9a-fA-F]{2})\.([0-7])(?:-\[([0-9a-fA-F]{2})(?:-([0-9a-fA-F]{2}))?\])?")
+_NAME = lazy_compile(r"\s+(\S.*?)\s*$")
 #: A root bus followed by its first device: the line every drawing starts with.
-_ROOT_LINE = re.compile(r"\[(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}\]-[-+\\]-[0-9a-fA-F]{2}\.[0-7]")
-_CONT_LINE = re.compile(r"^(?:>[ >]*)?[ |]*[+\\]-(?:[0-9a-fA-F]{2}\.[0-7]|\[)")
-_QUOTE = re.compile(r"(?:>[ >]*)?")
+_ROOT_LINE = lazy_compile(r"\[(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}\]-[-+\\]-[0-9a-fA-F]{2}\.[0-7]")
+_CONT_LINE = lazy_compile(r"^(?:>[ >]*)?[ |]*[+\\]-(?:[0-9a-fA-F]{2}\.[0-7]|\[)")
+_QUOTE = lazy_compile(r"(?:>[ >]*)?")
 _ATTACHED = {"chipset": "behind the chipset", "switch": "behind a PCIe switch", "cpu": "on a CPU root port"}
 
 

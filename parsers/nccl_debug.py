@@ -9,22 +9,23 @@ stamp is peeled off with the other logging headers (``stream_text``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from forensics.lazy_re import lazy_compile
 
 if TYPE_CHECKING:
     from forensics.textdoc import Data
 
 __all__ = ["NcclLine", "bus_id_to_pci", "chain_code", "nccl_tests_outcome", "parse_nccl_line", "parse_nccl_tests"]
 
-_LINE = re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d{1,10}):(?P<tid>\d{1,10}) \[(?P<dev>\d{1,6})\] "
-                   r"(?:(?P<src>[\w./-]+:\d+) )?NCCL (?P<lv>INFO|WARN|ERROR|ABORT|TRACE) ?(?P<msg>.*)$")
-_INIT = re.compile(r"comm (?P<comm>0x[0-9a-f]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
-                   r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-f:.]+)")
-_VERSION = re.compile(r"NCCL version (?P<v>[\d.]+(?:\+\S+)?)")
-_ENV = re.compile(r"(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?$")
-_CHAIN = re.compile(r"^(?P<src>[\w./-]+:\d+) -> (?P<code>\d+)(?: \[[\w ]+\])?$")
+_LINE = lazy_compile(r"^(?P<host>[\w.-]+):(?P<pid>\d{1,10}):(?P<tid>\d{1,10}) \[(?P<dev>\d{1,6})\] "
+                     r"(?:(?P<src>[\w./-]+:\d+) )?NCCL (?P<lv>INFO|WARN|ERROR|ABORT|TRACE) ?(?P<msg>.*)$")
+_INIT = lazy_compile(r"comm (?P<comm>0x[0-9a-f]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
+                     r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-f:.]+)")
+_VERSION = lazy_compile(r"NCCL version (?P<v>[\d.]+(?:\+\S+)?)")
+_ENV = lazy_compile(r"(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?$")
+_CHAIN = lazy_compile(r"^(?P<src>[\w./-]+:\d+) -> (?P<code>\d+)(?: \[[\w ]+\])?$")
 #: NCCL result codes (nccl.h).
 NCCL_RESULTS = {0: "ncclSuccess", 1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
                 4: "ncclInvalidArgument", 5: "ncclInvalidUsage", 6: "ncclRemoteError", 7: "ncclInProgress",
@@ -102,22 +103,22 @@ def chain_code(rec: NcclLine) -> int | None:
     return int(m.group("code")) if m else None
 
 
-_TESTS_HEAD = re.compile(r"^# nThread (\d+) nGpus (\d+) minBytes (\d+) maxBytes (\d+)")
-_TESTS_FAIL = re.compile(r"Test (?:CUDA |NCCL )?failure (\S+)(?: '([^']*)')?")
+_TESTS_HEAD = lazy_compile(r"^# nThread (\d+) nGpus (\d+) minBytes (\d+) maxBytes (\d+)")
+_TESTS_FAIL = lazy_compile(r"Test (?:CUDA |NCCL )?failure (\S+)(?: '([^']*)')?")
 
 
 #: One nccl-tests result row: size, count, type, then redop and/or root, then time/algbw/busbw (any
 #: prefix before it: mpirun tags, ``srun -l`` labels). Its presence means collectives completed.
-_TESTS_ROW = re.compile(
+_TESTS_ROW = lazy_compile(
     rb"(?m)^[^\n]{0,60}?\s(\d+)\s+\d+\s+(?:float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64|"
     rb"fp8_e4m3|fp8_e5m2|char|int|uint)\s+(?:[a-z]+\s+)?-?\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+"
 )
-_TESTS_PASSED = re.compile(rb"Out of bounds values\s*:\s*0\s+OK")
+_TESTS_PASSED = lazy_compile(rb"Out of bounds values\s*:\s*0\s+OK")
 _MAX_ROWS = 10_000
 
 
 #: One line of the header's device list (``#  Rank  0 Group  0 Pid 78 on host device  0 [0x07] …``).
-_TESTS_RANK = re.compile(rb"(?m)^[^\n]{0,60}?Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s")
+_TESTS_RANK = lazy_compile(rb"(?m)^[^\n]{0,60}?Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s")
 _DEVICE_LIST_BYTES = 1 << 20
 #: How far after its header a run's rows and summary are looked for (a whole sweep is a few hundred
 #: rows; without a bound a header early in a 20 GB log would have the rest of it searched twice).

@@ -8,18 +8,18 @@ used for logs embedded in other records); origins are shifted so they point at t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import replace
 
 from forensics.events import Origin
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER", "parse_embedded"]
 
-_RULER = re.compile(r"^_{20,}\s*$")
-_YEAR = re.compile(r"^Date:.*\b((?:19|20)\d\d)\s*$")
+_RULER = lazy_compile(r"^_{20,}\s*$")
+_YEAR = lazy_compile(r"^Date:.*\b((?:19|20)\d\d)\s*$")
 
 
 def parse_embedded(

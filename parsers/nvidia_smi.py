@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 
 from forensics.events import MetricSample, Severity, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record, whole_text
 from forensics.parsers.nvidia_smi_common import normalize_bus_id, number, parse_ctime, smi_event
 from forensics.textdoc import Line, TextDocument
@@ -22,19 +23,19 @@ from forensics.textdoc import Line, TextDocument
 __all__ = ["ERRORS", "PARSER", "match_error"]
 
 _BUS = r"[0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
-_ROW1 = re.compile(
+_ROW1 = lazy_compile(
     rf"^\|\s*(\d+)\s+(.+?)\s+(On|Off|WDDM|TCC|N/A)\s*\|\s*({_BUS})\s+(On|Off|N/A)\s*\|\s*(.*?)\s*\|"
 )
-_ROW2 = re.compile(
+_ROW2 = lazy_compile(
     r"^\|\s*(\d+%|N/A)\s+(\d+C|N/A)\s+(P\d+|N/A)\s+(?:(\S+?)\s*/\s*(\S+?)\s*)?\|"
     r"\s*(\d+)\s*MiB\s*/\s*(\d+)\s*MiB\s*\|\s*(\d+%|N/A)\s*(.*?)\s*\|"
 )
-_PROC = re.compile(r"^\|\s*(\d+)\s+(?:(\S+)\s+(\S+)\s+)?(\d+)\s+(C\+G|C|G)\s+(.+?)\s+(\d+MiB|N/A)\s*\|")
-_SMI = re.compile(r"NVIDIA-SMI\s+([\d.]+)\s+Driver Version:\s*([\d.]+)(?:\s+CUDA Version:\s*([\d.]+))?")
+_PROC = lazy_compile(r"^\|\s*(\d+)\s+(?:(\S+)\s+(\S+)\s+)?(\d+)\s+(C\+G|C|G)\s+(.+?)\s+(\d+MiB|N/A)\s*\|")
+_SMI = lazy_compile(r"NVIDIA-SMI\s+([\d.]+)\s+Driver Version:\s*([\d.]+)(?:\s+CUDA Version:\s*([\d.]+))?")
 #: A line of the table itself: its borders, header and rows, the process table.
-_TABLE_LINE = re.compile(r"^\s*[|+]|^\s*=+\s*$")
+_TABLE_LINE = lazy_compile(r"^\s*[|+]|^\s*=+\s*$")
 _BLANK = bytes(b if b == 0x0A else 0x20 for b in range(256))
-_CTIME_LINE = re.compile(
+_CTIME_LINE = lazy_compile(
     r"(?:^|\s)(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\s*$"
 )
 

@@ -5,20 +5,20 @@ number reading, local-time stamps, and :class:`GpuFacts` — what ``nvidia-smi -
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from forensics.events import Event, MetricSample, Origin, Severity, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.windows_events import stamp
 from forensics.pci import normalize_pci
 
 __all__ = ["MONTHS", "GpuFacts", "facts_records", "normalize_bus_id", "number", "parse_ctime", "smi_event"]
 
-_BUS = re.compile(r"[0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-7])?")
+_BUS = lazy_compile(r"[0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-7])?")
 
 
 def normalize_bus_id(text: str) -> str | None:
@@ -31,7 +31,7 @@ def normalize_bus_id(text: str) -> str | None:
     return normalize_pci(m.group()) if m else None
 
 
-_NUM = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_NUM = lazy_compile(r"[-+]?\d+(?:\.\d+)?")
 
 
 def number(text: str | None) -> float | None:
@@ -42,7 +42,7 @@ def number(text: str | None) -> float | None:
     return float(m.group()) if m else None
 
 
-_CTIME = re.compile(
+_CTIME = lazy_compile(
     r"(?:[A-Z][a-z]{2}\s+)?([A-Z][a-z]{2})\s+(\d{1,2})\s+(\d\d):(\d\d):(\d\d)(?:\s+[A-Z]{2,5})?\s+(\d{4})"
 )
 #: English month abbreviations → month number (nvidia-smi, WinDbg and PowerShell print these).

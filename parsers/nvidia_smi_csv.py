@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from forensics.events import MetricSample, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.nvidia_smi_common import normalize_bus_id, number, smi_event
 from forensics.parsers.windows_events import stamp
@@ -42,8 +43,8 @@ QUERY_COLUMNS = {
 }
 _IDENTITY = ("name", "uuid", "driver_version", "vbios_version", "serial", "pstate", "index")
 _KNOWN = set(QUERY_COLUMNS) | set(_IDENTITY) | {"timestamp", "pci.bus_id", "gpu_bus_id"}
-_TS = re.compile(r"(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?")
-_BUS = re.compile(r"\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\b")
+_TS = lazy_compile(r"(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?")
+_BUS = lazy_compile(r"\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\b")
 
 
 def _header_name(cell: str) -> str:

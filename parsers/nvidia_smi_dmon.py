@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from forensics.events import MetricSample, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.nvidia_smi_common import number
 from forensics.parsers.windows_events import stamp
@@ -24,9 +25,9 @@ DMON_COLUMNS = {
     "mclk": "mem_clock_mhz", "pclk": "sm_clock_mhz", "fb": "mem_used_mib",
     "sbecc": "ecc_sbe_volatile", "dbecc": "ecc_dbe_volatile", "pci": "pcie_replay",
 }
-DMON_HEADER = re.compile(r"^#\s*(?:Date\s+Time\s+)?gpu\b", re.I)
-_DATE = re.compile(r"^(\d{8})$")
-_TIME = re.compile(r"^(\d\d):(\d\d):(\d\d)$")
+DMON_HEADER = lazy_compile(r"^#\s*(?:Date\s+Time\s+)?gpu\b", re.I)
+_DATE = lazy_compile(r"^(\d{8})$")
+_TIME = lazy_compile(r"^(\d\d):(\d\d):(\d\d)$")
 
 
 def columns_of(line: str) -> list[str]:

@@ -12,21 +12,22 @@ import re
 from collections.abc import Iterator
 
 from forensics.events import TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.nvidia_smi_common import GpuFacts, facts_records, normalize_bus_id, number, parse_ctime
 from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER", "facts_from_leaves"]
 
-_GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
-_KV = re.compile(r"^(\s*)(\S[^:]*?)\s+:\s?(.*)$")
-_SECTION = re.compile(r"^(\s*)(\S.*?)\s*$")
+_GPU = lazy_compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
+_KV = lazy_compile(r"^(\s*)(\S[^:]*?)\s+:\s?(.*)$")
+_SECTION = lazy_compile(r"^(\s*)(\S.*?)\s*$")
 
 Leaves = list[tuple[tuple[str, ...], str]]
-_UNSCOPED_UNC = re.compile(r"^(?:sram|dram) uncorrectable(?: parity| sec-ded)?$")
+_UNSCOPED_UNC = lazy_compile(r"^(?:sram|dram) uncorrectable(?: parity| sec-ded)?$")
 #: Section titles and keys that only `nvidia-smi -q` prints: an excerpt holding them (pasted without
 #: the `GPU <bus id>` line, or grepped) is still this format.
-_Q_MARKS = re.compile(
+_Q_MARKS = lazy_compile(
     r"^\s*(?:ECC Errors|Remapped Rows|Retired Pages|Clocks (?:Event|Throttle) Reasons|GPU Link Info|"
     r"Bank Remap Availability Histogram|Aggregate Uncorrectable SRAM Sources|(?:SRAM|DRAM) (?:Unc|C)orrectable"
     r"(?: Parity| SEC-DED)?\s+:|Remapping Failure Occurred\s+:|Pending Page Blacklist\s+:|"

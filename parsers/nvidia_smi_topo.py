@@ -12,15 +12,16 @@ import re
 from collections.abc import Iterator
 
 from forensics.events import Severity
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.nvidia_smi_common import smi_event
 from forensics.textdoc import TextDocument
 
 __all__ = ["LINK_MEANING", "PARSER"]
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m|\[\d+m")
-_DEVICE = re.compile(r"^(GPU\d{1,6}|NIC\d{1,6}|mlx\d*_\d+|mlx5_\w+)$")
-_LINK = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$")
+_ANSI = lazy_compile(r"\x1b\[[0-9;]*m|\[\d+m")
+_DEVICE = lazy_compile(r"^(GPU\d{1,6}|NIC\d{1,6}|mlx\d*_\d+|mlx5_\w+)$")
+_LINK = lazy_compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$")
 
 #: The legend nvidia-smi prints, shortened.
 LINK_MEANING = {

@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
 from forensics.events import TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record, whole_text
 from forensics.parsers.nvidia_smi_common import GpuFacts, facts_records, normalize_bus_id, parse_ctime
 from forensics.parsers.nvidia_smi_q import Leaves, facts_from_leaves
@@ -46,7 +47,7 @@ _TAGS = {
     "utilization": "utilization", "gpu_util": "gpu", "memory_util": "memory",
     "clocks": "clocks", "sm_clock": "sm", "mem_clock": "memory",
 }
-_REASON_PREFIX = re.compile(r"^clocks_(?:event|throttle)_reasons?_")
+_REASON_PREFIX = lazy_compile(r"^clocks_(?:event|throttle)_reasons?_")
 
 
 def _leaves(elem: ET.Element, path: tuple[str, ...], out: Leaves) -> None:

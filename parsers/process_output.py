@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 from forensics.clock import YEAR_INFERRED
 from forensics.events import EMPTY_ATTRS, Event, Origin, Severity, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers import (
     c10d,
     hang_stack,
@@ -120,11 +121,11 @@ ANOMALY_LITERALS: tuple[bytes, ...] = (b": nan", b" nan,", b" nan}", b" nan)", b
                                          for sep in (b": ", b"=", b"': ", b'": ')))
 _NOTABLE_GENERIC = (b"Error", b"ERROR", b"error:", b"Traceback", b"FATAL", b"Fatal", b"Killed", b"panic")
 
-_WARNING = re.compile(r"^(?:(?P<path>.+?):(?P<line>\d+): )?(?P<cat>[A-Z]\w*Warning): ?(?P<msg>.*)$")
-_CUDA_ERROR = re.compile(r"CUDA error: |cuda runtime error \(\d+\)|THCudaCheck FAIL|CUDA driver error|"
-                         r"cudaError\w+: |Cuda failure")
-_ASSERT = re.compile(r"^(?P<file>\S+?):(?P<line>\d+): (?P<kernel>[^:]+): block: \[[\d,]+\], thread: \[[\d,]+\] "
-                     r"Assertion `(?P<cond>.*)` failed\.?$")
+_WARNING = lazy_compile(r"^(?:(?P<path>.+?):(?P<line>\d+): )?(?P<cat>[A-Z]\w*Warning): ?(?P<msg>.*)$")
+_CUDA_ERROR = lazy_compile(r"CUDA error: |cuda runtime error \(\d+\)|THCudaCheck FAIL|CUDA driver error|"
+                           r"cudaError\w+: |Cuda failure")
+_ASSERT = lazy_compile(r"^(?P<file>\S+?):(?P<line>\d+): (?P<kernel>[^:]+): block: \[[\d,]+\], thread: \[[\d,]+\] "
+                       r"Assertion `(?P<cond>.*)` failed\.?$")
 _PROGRESS_HINTS = ("it/s", "s/it", "'loss'", "tok/s", "toks/s", "tokens/s", "samples/s", "SamplesPerSec",
                    "samples/sec", "_per_second", "per iteration", "/step", "loss", "Loss", "OVERFLOW", "step")
 _ANOMALY_HINTS = ("nan", "NaN", "inf", "OVERFLOW", "overflow", "'loss': 0.0,", "loss 0.0")
@@ -135,10 +136,10 @@ MAX_REPEATS = 3
 _MAX_BAR_SAMPLES = 8
 _LONG_BAR = 64
 # Anything that makes a progress line worth a closer look: a glued record, an anomaly, escapes.
-_RAW_ODD = re.compile("|".join(re.escape(h) for h in (*START_HINTS, *_ANOMALY_HINTS, "\x1b", "^M")).encode())
+_RAW_ODD = lazy_compile("|".join(re.escape(h) for h in (*START_HINTS, *_ANOMALY_HINTS, "\x1b", "^M")).encode())
 #: Megatron's counters when they are 0 (``number of nan iterations:   0 |``): not an anomaly.
-_ZERO_ITERS = re.compile(r"number of (?:nan|skipped) iterations:\s*0\b")
-_ZERO_ITERS_RAW = re.compile(_ZERO_ITERS.pattern.encode())
+_ZERO_ITERS = lazy_compile(r"number of (?:nan|skipped) iterations:\s*0\b")
+_ZERO_ITERS_RAW = lazy_compile(_ZERO_ITERS.pattern.encode())
 _SIGNAL_WORDS = ("Killed", "fault", "Aborted", "Bus error", "exception", "instruction")
 #: Lines each signature anchor may contribute on its own (an anchor that is chatter in this log stops there).
 NOTABLE_LINES = 1000
@@ -903,7 +904,7 @@ def scan(doc: TextDocument, ctx: ParseContext, generic: bool = False) -> Iterato
 
 # -- detection -----------------------------------------------------------------------------------
 
-_STRONG = re.compile(
+_STRONG = lazy_compile(
     r"Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+|\[rank\d+\]:|ProcessGroupNCCL|"
     r"terminate called|what\(\):|^frame #\d+:|Fatal Python error|^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): |"
     r"ChildFailedError|exitcode|torch\.distributed|\{'(?:loss|eval_loss|train_runtime)'|"
@@ -912,9 +913,9 @@ _STRONG = re.compile(
     r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] \[(?:INFO|WARNING|ERROR)\]|"
     r"it/s\]|s/it\]|tokens/s|tok/s|samples/s|Loss: |loss: |[Ss]teps?: \d+"
 )
-_NCCL_SHAPE = re.compile(r"^(?:\[[\d: -]+\] )?[\w.-]+:\d+:\d+ \[\d+\] .*NCCL (?:INFO|WARN)|^# (?:nThread|Using devices|"
-                         r" ?Rank|Out of bounds|Avg bus)|^#\s*$")
-_SLURM_SHAPE = re.compile(r"^slurmstepd(?:-[\w.-]+)?: |^srun: ")
+_NCCL_SHAPE = lazy_compile(r"^(?:\[[\d: -]+\] )?[\w.-]+:\d+:\d+ \[\d+\] .*NCCL (?:INFO|WARN)"
+                           r"|^# (?:nThread|Using devices| ?Rank|Out of bounds|Avg bus)|^#\s*$")
+_SLURM_SHAPE = lazy_compile(r"^slurmstepd(?:-[\w.-]+)?: |^srun: ")
 
 
 def _bodies(head: list[str]) -> list[str]:

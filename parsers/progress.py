@@ -19,23 +19,25 @@ import math
 import re
 from typing import Any
 
+from forensics.lazy_re import lazy_compile
+
 __all__ = ["MAX_REGULAR", "Thinner", "is_anomalous", "parse_progress"]
 
 _NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+)|nan|NaN|-?inf|-?Infinity"
 
-_DICT_PAIR = re.compile(r"'([\w/.\- ]+)':\s*(" + _NUM + r"|'[^']*')")
+_DICT_PAIR = lazy_compile(r"'([\w/.\- ]+)':\s*(" + _NUM + r"|'[^']*')")
 _DICT_KEYS = {"loss": "loss", "train_loss": "loss", "grad_norm": "grad_norm", "learning_rate": "lr", "lr": "lr",
               "epoch": "epoch", "step": "step", "global_step": "step", "eval_loss": "eval_loss",
               "train_tokens_per_second": "tokens_s", "tokens_per_second": "tokens_s",
               "train_samples_per_second": "samples_s", "train_steps_per_second": "it_s",
               "num_input_tokens_seen": "tokens_seen"}
 
-_TQDM = re.compile(r"(?P<n>\d+)/(?P<total>\d+|\?)\s*\[(?P<elapsed>[\d:]+)<(?P<remaining>[\d:?]*),\s*"
-                   r"(?P<rate>[\d.]+|\?)\s*(?P<unit>[A-Za-z/]+)(?:,\s*(?P<post>[^\]]*))?\]")
-_TQDM_DESC = re.compile(r"^\s*(?P<desc>.*?)\s*:?\s*(?:\d+%)?\s*(?:\|.*|[━╸╺─█▏▎▍▌▋▊▉#].*)?$")
-_POST_PAIR = re.compile(r"([\w.]+)=(" + _NUM + r")")
+_TQDM = lazy_compile(r"(?P<n>\d+)/(?P<total>\d+|\?)\s*\[(?P<elapsed>[\d:]+)<(?P<remaining>[\d:?]*),\s*"
+                     r"(?P<rate>[\d.]+|\?)\s*(?P<unit>[A-Za-z/]+)(?:,\s*(?P<post>[^\]]*))?\]")
+_TQDM_DESC = lazy_compile(r"^\s*(?P<desc>.*?)\s*:?\s*(?:\d+%)?\s*(?:\|.*|[━╸╺─█▏▎▍▌▋▊▉#].*)?$")
+_POST_PAIR = lazy_compile(r"([\w.]+)=(" + _NUM + r")")
 
-_RATE = re.compile(
+_RATE = lazy_compile(
     r"(?P<v>\d[\d,]*(?:\.\d+)?)\s*(?P<mult>[KkMG](?=\s*(?:tok|sample|it)))?\s*"
     r"(?P<unit>tok(?:en)?s?/s(?:ec)?|it/s|s/it|samples?/s(?:ec)?|sec/step|s/step|ms/step|ms/it)\b"
 )
@@ -46,17 +48,17 @@ _KEYED_RATES = (
     ("tokens_s", re.compile(r"tokens_per_second'?[:=]\s*(" + _NUM + r")")),
     ("ms_it", re.compile(r"elapsed time per iteration \(ms\):\s*(" + _NUM + r")")),
 )
-_STEP = re.compile(r"(?<![\w/])(?:global_step|step|Step|iteration|iter|Steps|steps)\s*[:=]?\s*(\d+)(?:\s*/\s*(\d+))?"
-                   r"(?![\w.%])")
-_LOSS = re.compile(r"(?<![\w/])(?:lm loss|train_loss|avr_loss|loss|Loss)\s*[:=]?\s*(" + _NUM + r")(?![\w])")
-_GRAD = re.compile(r"(?<![\w/])grad[_ ]norm\s*[:=]?\s*(" + _NUM + r")")
-_LR = re.compile(r"(?<![\w/])(?:lr|learning rate|learning_rate)\s*[:=]?\s*\[?(" + _NUM + r")")
-_OVERFLOW = re.compile(r"OVERFLOW! Rank (\d+) Skipping step\. Attempted loss scale: ([\d.]+), reducing to ([\d.]+)")
-_DYN_SCALE = re.compile(r"Reducing dynamic loss scale from ([\d.]+) to ([\d.]+)")
-_GRAD_OVERFLOW = re.compile(r"Grad overflow on iteration (\d+)")
-_SKIPPED = re.compile(r"(?:skipped=|number of skipped iterations:\s*)(\d+)")
-_NAN_ITERS = re.compile(r"number of nan iterations:\s*(\d+)")
-_LOSS_SCALE = re.compile(r"loss scale:\s*(" + _NUM + r")")
+_STEP = lazy_compile(r"(?<![\w/])(?:global_step|step|Step|iteration|iter|Steps|steps)\s*[:=]?\s*(\d+)(?:\s*/\s*(\d+))?"
+                     r"(?![\w.%])")
+_LOSS = lazy_compile(r"(?<![\w/])(?:lm loss|train_loss|avr_loss|loss|Loss)\s*[:=]?\s*(" + _NUM + r")(?![\w])")
+_GRAD = lazy_compile(r"(?<![\w/])grad[_ ]norm\s*[:=]?\s*(" + _NUM + r")")
+_LR = lazy_compile(r"(?<![\w/])(?:lr|learning rate|learning_rate)\s*[:=]?\s*\[?(" + _NUM + r")")
+_OVERFLOW = lazy_compile(r"OVERFLOW! Rank (\d+) Skipping step\. Attempted loss scale: ([\d.]+), reducing to ([\d.]+)")
+_DYN_SCALE = lazy_compile(r"Reducing dynamic loss scale from ([\d.]+) to ([\d.]+)")
+_GRAD_OVERFLOW = lazy_compile(r"Grad overflow on iteration (\d+)")
+_SKIPPED = lazy_compile(r"(?:skipped=|number of skipped iterations:\s*)(\d+)")
+_NAN_ITERS = lazy_compile(r"number of nan iterations:\s*(\d+)")
+_LOSS_SCALE = lazy_compile(r"loss scale:\s*(" + _NUM + r")")
 
 
 def _num(s: str) -> float | None:
@@ -169,7 +171,7 @@ def parse_progress(text: str) -> dict[str, Any] | None:
     return None
 
 
-_DS_RANK = re.compile(r"^\[Rank (\d+)\] ")
+_DS_RANK = lazy_compile(r"^\[Rank (\d+)\] ")
 
 
 def _generic(text: str, out: dict[str, Any], rates: bool) -> None:

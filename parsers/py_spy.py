@@ -13,16 +13,17 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.hang_stack import Dump, Frame, StackThread, label_rank
 
 __all__ = ["detect", "is_thread", "read"]
 
-THREAD = re.compile(r'^Thread (?:(?P<id>0x[0-9A-Fa-f]+|\d+) )?\((?P<state>active|idle)(?P<gil>\+gil)?\)'
-                    r'(?::\s*"(?P<name>.*)")?\s*$')
-FRAME = re.compile(r"^(?P<func>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d{1,12}))?\)$")
-PROCESS = re.compile(r"^Process (?P<pid>\d{1,12}): (?P<cmd>.*)$")
-_PYTHON = re.compile(r"^Python v\d")
-_LOCALS = re.compile(r"^(?:Arguments|Locals):$|^[A-Za-z_]\w*: ")
+THREAD = lazy_compile(r'^Thread (?:(?P<id>0x[0-9A-Fa-f]+|\d+) )?\((?P<state>active|idle)(?P<gil>\+gil)?\)'
+                      r'(?::\s*"(?P<name>.*)")?\s*$')
+FRAME = lazy_compile(r"^(?P<func>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d{1,12}))?\)$")
+PROCESS = lazy_compile(r"^Process (?P<pid>\d{1,12}): (?P<cmd>.*)$")
+_PYTHON = lazy_compile(r"^Python v\d")
+_LOCALS = lazy_compile(r"^(?:Arguments|Locals):$|^[A-Za-z_]\w*: ")
 
 
 class Lines(Protocol):

@@ -9,10 +9,10 @@ for CUDA out-of-memory messages, the sizes the message states in any of its gene
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.stream_text import Follower, is_border, record_starts
 
 __all__ = [
@@ -39,17 +39,17 @@ FATAL_SIGNALS = {"Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Bus err
 
 MAX_RECORD_LINES = 400
 
-_FRAME = re.compile(r'^File "(?P<file>[^"]*)", line (?P<line>\d+)(?:,? in(?: (?P<func>.*))?)?$')
-_FRAME_JUPYTER = re.compile(r"^File (?P<file>[~/\\\w.:-][^\s,]*):(?P<line>\d+), in (?P<func>.*)$")
-_FRAME_RICH = re.compile(r"^[│|]\s*(?P<file>[^\s│|]+?):(?P<line>\d+) in(?: (?P<func>[^\s│|]+))?\s*[│|]?$")
-_EXC = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?P<colon>:(?:\s|$))?")
+_FRAME = lazy_compile(r'^File "(?P<file>[^"]*)", line (?P<line>\d+)(?:,? in(?: (?P<func>.*))?)?$')
+_FRAME_JUPYTER = lazy_compile(r"^File (?P<file>[~/\\\w.:-][^\s,]*):(?P<line>\d+), in (?P<func>.*)$")
+_FRAME_RICH = lazy_compile(r"^[│|]\s*(?P<file>[^\s│|]+?):(?P<line>\d+) in(?: (?P<func>[^\s│|]+))?\s*[│|]?$")
+_EXC = lazy_compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?P<colon>:(?:\s|$))?")
 _EXC_SUFFIX = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Failure", "Fault")
-_CARETS = re.compile(r"^[\s^~]+$")
+_CARETS = lazy_compile(r"^[\s^~]+$")
 _CHAIN = ("During handling of the above exception, another exception occurred:",
           "The above exception was the direct cause of the following exception:")
 _NESTED_TB = ("Original Traceback (most recent call last):", "Traceback (most recent call last):")
-_RICH_TOP = re.compile(r"^[╭+][─-]+ ?Traceback")
-_RICH_BOTTOM = re.compile(r"^[╰+][─-]+")
+_RICH_TOP = lazy_compile(r"^[╭+][─-]+ ?Traceback")
+_RICH_BOTTOM = lazy_compile(r"^[╰+][─-]+")
 _CPP_BOILERPLATE = ("CUDA kernel errors might be asynchronously reported", "For debugging consider passing",
                     "Compile with `TORCH_USE_CUDA_DSA`", "Search for `cuda", "Exception raised from ",
                     "frame #", "Device-side assertion")
@@ -137,14 +137,14 @@ _UNITS_MIB = {"b": 1 / 2**20, "bytes": 1 / 2**20, "kib": 1 / 1024, "kb": 1 / 102
               "gib": 1024.0, "gb": 1024.0, "tib": 2.0**20, "tb": 2.0**20, "pib": 2.0**30, "eib": 2.0**40,
               "eb": 2.0**40}
 _SIZE = r"([\d.]+) ?([KMGTPE]i?B|bytes|B)"
-_OOM_TRIED = re.compile(r"Tried to allocate (?:more than )?" + _SIZE)
-_OOM_OLD = re.compile(r"\(GPU (\d+); " + _SIZE + r" total capacity; " + _SIZE + r" already allocated; " + _SIZE
-                      + r" free; (?:" + _SIZE + r" reserved in total by PyTorch|" + _SIZE + r" cached)")
-_OOM_NEW = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of " + _SIZE + r" of which " + _SIZE + r" is free")
-_OOM_PROC = re.compile(r"this process has " + _SIZE + r" memory in use")
-_OOM_OTHER = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
-_OOM_ALLOC = re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch, and " + _SIZE
-                        + r" is reserved by PyTorch but unallocated")
+_OOM_TRIED = lazy_compile(r"Tried to allocate (?:more than )?" + _SIZE)
+_OOM_OLD = lazy_compile(r"\(GPU (\d+); " + _SIZE + r" total capacity; " + _SIZE + r" already allocated; " + _SIZE
+                        + r" free; (?:" + _SIZE + r" reserved in total by PyTorch|" + _SIZE + r" cached)")
+_OOM_NEW = lazy_compile(r"GPU (\d+) has a total capac(?:i)?ty of " + _SIZE + r" of which " + _SIZE + r" is free")
+_OOM_PROC = lazy_compile(r"this process has " + _SIZE + r" memory in use")
+_OOM_OTHER = lazy_compile(r"Process (\d+) has " + _SIZE + r" memory in use")
+_OOM_ALLOC = lazy_compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch, and " + _SIZE
+                          + r" is reserved by PyTorch but unallocated")
 
 
 def _mib(value: str, unit: str) -> float | None:
@@ -347,8 +347,8 @@ def _looks_like_source(s: str) -> bool:
     return not s.startswith(("[", "{")) or "(" in s
 
 
-_INSTANCE = re.compile(r"terminate called after throwing an instance of '([^']*)'?")
-_WHAT = re.compile(r"what\(\):\s*(.*)")
+_INSTANCE = lazy_compile(r"terminate called after throwing an instance of '([^']*)'?")
+_WHAT = lazy_compile(r"what\(\):\s*(.*)")
 
 
 def read_cpp_terminate(text: str, follow: Follower | None) -> ExcRecord:
@@ -383,7 +383,7 @@ def read_cpp_terminate(text: str, follow: Follower | None) -> ExcRecord:
     return rec
 
 
-_CPP_FRAME = re.compile(r"frame #\d+: (.*?)(?: \+ 0x[0-9a-f]+)? \(0x[0-9a-f]+ in (.*)\)$")
+_CPP_FRAME = lazy_compile(r"frame #\d+: (.*?)(?: \+ 0x[0-9a-f]+)? \(0x[0-9a-f]+ in (.*)\)$")
 
 
 def _cpp_frame(s: str) -> str:
@@ -393,8 +393,8 @@ def _cpp_frame(s: str) -> str:
     return f"{m.group(2).rsplit('/', 1)[-1]}:{m.group(1)[:160]}"
 
 
-_FAULT = re.compile(r"Fatal Python error: (.*)")
-_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ (?:\(most recent call first\))?")
+_FAULT = lazy_compile(r"Fatal Python error: (.*)")
+_THREAD = lazy_compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ (?:\(most recent call first\))?")
 
 
 def read_faulthandler(text: str, follow: Follower) -> ExcRecord:
@@ -439,7 +439,7 @@ def read_faulthandler(text: str, follow: Follower) -> ExcRecord:
     return rec
 
 
-_RAISED = re.compile(r"Exception raised from (?P<func>\S+) at (?P<file>\S+?):(?P<line>\d+)")
+_RAISED = lazy_compile(r"Exception raised from (?P<func>\S+) at (?P<file>\S+?):(?P<line>\d+)")
 _EXCERPT = "inferred from a C++ stack whose first line was not pasted"
 
 

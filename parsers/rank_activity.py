@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 
 from forensics.events import Event, Origin, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext
 from forensics.textdoc import Data, TextDocument
 
@@ -22,8 +23,8 @@ __all__ = ["MAX_BYTES", "rank_activity"]
 
 MAX_BYTES = 16 << 20
 MAX_RANKS = 4096
-_LABEL = re.compile(rb"^\[(?:rank|default) ?(\d{1,5})\](?::\s?| )", re.M)
-_DIGITS = re.compile(r"\d+(?:\.\d+)?")
+_LABEL = lazy_compile(rb"^\[(?:rank|default) ?(\d{1,5})\](?::\s?| )", re.M)
+_DIGITS = lazy_compile(r"\d+(?:\.\d+)?")
 
 
 def _template(data: Data, start: int) -> str:

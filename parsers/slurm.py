@@ -19,35 +19,35 @@ once is a moment the clocks of a job's hosts can be compared by (forensics/clock
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
 from forensics.events import Event, Severity
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.py_traceback import FATAL_SIGNALS
 from forensics.parsers.stream_text import Stamp
 
 __all__ = ["daemon_event", "is_daemon", "parse_daemon", "parse_shell_signal", "parse_slurm", "severity"]
 
-_STEPD = re.compile(r"^slurmstepd(?:-(?P<node>[\w.-]+))?: (?:(?P<lv>error|warning|info): )?(?P<msg>.*)$")
-_CANCELLED = re.compile(r"\*\*\* (?P<what>STEP|JOB) (?P<id>[\w.+]+) ON (?P<node>\S+) CANCELLED AT "
-                        r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)T(?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)"
-                        r"(?: DUE TO (?P<reason>[A-Z ]+?))? \*\*\*")
-_OOM_EVENTS = re.compile(r"Detected (?P<n>\d+) oom[-_]kill events?(?:\(s\))? in (?:StepId=|step )"
-                         r"(?P<id>[\w+]+(?:\.[\w+]+)*)")
-_EXCEEDED = re.compile(r"Job (?P<job>\d+) exceeded memory limit \((?P<used>\d+) > (?P<limit>\d+)\)")
-_SRUN = re.compile(r"^srun: (?:(?P<lv>error|warning): )?(?P<msg>.*)$")
-_SRUN_TASK = re.compile(r"^(?P<node>[\w.-]+): tasks? (?P<task>[\d,\-]+): (?P<what>.+)$")
-_STEP_ID = re.compile(r"StepId=(?P<id>[\w.+]+?)\.?(?=[\s,)]|$)")
-_SRUN_LAUNCHING = re.compile(r"launching StepId=(?P<id>[\w.+]+) on host (?P<node>[\w.-]+), (?P<n>\d+) tasks?: "
-                             r"(?P<tasks>\S+)")
-_SRUN_ALLOCATED = re.compile(r"^job (?P<job>\d+) has been allocated resources")
-_SRUN_QUEUED = re.compile(r"^job (?P<job>\d+) queued and waiting for resources")
-_SRUN_EXIT_NOTE = re.compile(r"Received task exit notification for (?P<n>\d+) tasks? of StepId=(?P<id>[\w.+]+) "
-                             r"\(status=(?P<status>0x[0-9a-fA-F]+)\)")
-_SRUN_STARTED = re.compile(r"(?:_task_start: )?Node (?P<node>[\w.-]+), (?P<n>\d+) tasks started")
-_NODE_FAILURE = re.compile(r"Node failure on (?P<node>[\w.-]+)")
-_EXIT_CODE = re.compile(r"Exited with exit code (?P<code>\d+)")
+_STEPD = lazy_compile(r"^slurmstepd(?:-(?P<node>[\w.-]+))?: (?:(?P<lv>error|warning|info): )?(?P<msg>.*)$")
+_CANCELLED = lazy_compile(r"\*\*\* (?P<what>STEP|JOB) (?P<id>[\w.+]+) ON (?P<node>\S+) CANCELLED AT "
+                          r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)T(?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)"
+                          r"(?: DUE TO (?P<reason>[A-Z ]+?))? \*\*\*")
+_OOM_EVENTS = lazy_compile(r"Detected (?P<n>\d+) oom[-_]kill events?(?:\(s\))? in (?:StepId=|step )"
+                           r"(?P<id>[\w+]+(?:\.[\w+]+)*)")
+_EXCEEDED = lazy_compile(r"Job (?P<job>\d+) exceeded memory limit \((?P<used>\d+) > (?P<limit>\d+)\)")
+_SRUN = lazy_compile(r"^srun: (?:(?P<lv>error|warning): )?(?P<msg>.*)$")
+_SRUN_TASK = lazy_compile(r"^(?P<node>[\w.-]+): tasks? (?P<task>[\d,\-]+): (?P<what>.+)$")
+_STEP_ID = lazy_compile(r"StepId=(?P<id>[\w.+]+?)\.?(?=[\s,)]|$)")
+_SRUN_LAUNCHING = lazy_compile(r"launching StepId=(?P<id>[\w.+]+) on host (?P<node>[\w.-]+), (?P<n>\d+) tasks?: "
+                               r"(?P<tasks>\S+)")
+_SRUN_ALLOCATED = lazy_compile(r"^job (?P<job>\d+) has been allocated resources")
+_SRUN_QUEUED = lazy_compile(r"^job (?P<job>\d+) queued and waiting for resources")
+_SRUN_EXIT_NOTE = lazy_compile(r"Received task exit notification for (?P<n>\d+) tasks? of StepId=(?P<id>[\w.+]+) "
+                               r"\(status=(?P<status>0x[0-9a-fA-F]+)\)")
+_SRUN_STARTED = lazy_compile(r"(?:_task_start: )?Node (?P<node>[\w.-]+), (?P<n>\d+) tasks started")
+_NODE_FAILURE = lazy_compile(r"Node failure on (?P<node>[\w.-]+)")
+_EXIT_CODE = lazy_compile(r"Exited with exit code (?P<code>\d+)")
 
 
 def _job_step(ident: str, attrs: dict[str, Any]) -> None:
@@ -134,23 +134,24 @@ def _srun_progress(msg: str, attrs: dict[str, Any]) -> None:
 # -- the daemons: slurmd, slurmstepd, slurmctld ------------------------------------------------
 
 #: ``slurmd: ``, ``slurmd-node07: `` (the daemon names itself again inside a syslog message)
-_DAEMON_PREFIX = re.compile(r"^(?P<daemon>slurmd|slurmctld|slurmstepd|slurmdbd)(?:-(?P<node>[\w.-]+))?: ")
+_DAEMON_PREFIX = lazy_compile(r"^(?P<daemon>slurmd|slurmctld|slurmstepd|slurmdbd)(?:-(?P<node>[\w.-]+))?: ")
 #: ``[123.0] ``, ``[50.batch] ``, ``[7_3.extern] ``: slurmstepd's records in slurmd.log
-_STEP_PREFIX = re.compile(r"^\[(?P<id>\d+(?:_\d+)?\.[\w+]+)\] ")
-_LEVEL = re.compile(r"^(?P<lv>error|fatal|warning|debug\d?|verbose|info): +")
-_LAUNCH_TASK = re.compile(r"launch task (?:StepId=)?(?P<id>\d+(?:_\d+)?\.[\w+]+) request from "
-                          r"(?:UID[:=](?P<uid>\d+))?")
-_BATCH = re.compile(r"Launching batch (?:job (?P<job>\d+) for UID (?P<uid>\d+)|JobId=(?P<job2>\d+))")
-_DONE = re.compile(r"^done with (?:job|step)\b")
-_ALLOCATE = re.compile(r"\bAllocate JobId=(?P<job>\d+)\S* NodeList=(?P<nodes>\S+)")
-_STARTED = re.compile(r"\bStarted JobId=(?P<job>\d+)\S* in (?P<part>\S+) on (?P<nodes>\S+)")
-_RPC_ALLOC = re.compile(r"_slurm_rpc_allocate_resources:? JobId=(?P<job>\d+)\S* NodeList=(?P<nodes>\S+)")
-_SUBMIT = re.compile(r"_slurm_rpc_submit_batch_job:? JobId=(?P<job>\d+)")
-_JOB_COMPLETE = re.compile(r"_job_complete: JobId=(?P<job>\d+)\S* (?P<what>.+)$")
-_KILL = re.compile(r"_slurm_rpc_kill_job\d?: REQUEST_KILL_JOB JobId=(?P<job>\d+)")
-_ERROR_RUNNING = re.compile(r"slurmd error running JobId=(?P<job>\d+) on node\(s\)=(?P<nodes>[^:\s]+): (?P<reason>.+)$")
-_JOB_ID = re.compile(r"\bJobId=(?P<job>\d+)(?: StepId=(?P<step>\w+))?")
-_WAIT = re.compile(r"^(?P<how>WEXITSTATUS|WTERMSIG) (?P<n>\d+)$")
+_STEP_PREFIX = lazy_compile(r"^\[(?P<id>\d+(?:_\d+)?\.[\w+]+)\] ")
+_LEVEL = lazy_compile(r"^(?P<lv>error|fatal|warning|debug\d?|verbose|info): +")
+_LAUNCH_TASK = lazy_compile(r"launch task (?:StepId=)?(?P<id>\d+(?:_\d+)?\.[\w+]+) request from "
+                            r"(?:UID[:=](?P<uid>\d+))?")
+_BATCH = lazy_compile(r"Launching batch (?:job (?P<job>\d+) for UID (?P<uid>\d+)|JobId=(?P<job2>\d+))")
+_DONE = lazy_compile(r"^done with (?:job|step)\b")
+_ALLOCATE = lazy_compile(r"\bAllocate JobId=(?P<job>\d+)\S* NodeList=(?P<nodes>\S+)")
+_STARTED = lazy_compile(r"\bStarted JobId=(?P<job>\d+)\S* in (?P<part>\S+) on (?P<nodes>\S+)")
+_RPC_ALLOC = lazy_compile(r"_slurm_rpc_allocate_resources:? JobId=(?P<job>\d+)\S* NodeList=(?P<nodes>\S+)")
+_SUBMIT = lazy_compile(r"_slurm_rpc_submit_batch_job:? JobId=(?P<job>\d+)")
+_JOB_COMPLETE = lazy_compile(r"_job_complete: JobId=(?P<job>\d+)\S* (?P<what>.+)$")
+_KILL = lazy_compile(r"_slurm_rpc_kill_job\d?: REQUEST_KILL_JOB JobId=(?P<job>\d+)")
+_ERROR_RUNNING = lazy_compile(r"slurmd error running JobId=(?P<job>\d+) "
+                              r"on node\(s\)=(?P<nodes>[^:\s]+): (?P<reason>.+)$")
+_JOB_ID = lazy_compile(r"\bJobId=(?P<job>\d+)(?: StepId=(?P<step>\w+))?")
+_WAIT = lazy_compile(r"^(?P<how>WEXITSTATUS|WTERMSIG) (?P<n>\d+)$")
 
 
 def parse_daemon(text: str, daemon: str | None = None) -> tuple[dict[str, Any], bool] | None:
@@ -218,7 +219,7 @@ def is_daemon(ident: object) -> bool:
     return isinstance(ident, str) and bool(_DAEMON_IDENT.match(ident))
 
 
-_DAEMON_IDENT = re.compile(r"^(?:slurmd|slurmctld|slurmstepd|slurmdbd)(?:-[\w.-]+)?$")
+_DAEMON_IDENT = lazy_compile(r"^(?:slurmd|slurmctld|slurmstepd|slurmdbd)(?:-[\w.-]+)?$")
 
 
 def _record(text: str, attrs: dict[str, Any]) -> bool:
@@ -275,10 +276,10 @@ def _record(text: str, attrs: dict[str, Any]) -> bool:
     return False
 
 
-_SHELL_JOB = re.compile(r": line \d+: +(?P<pid>\d+) (?P<what>Killed|Segmentation fault|Aborted|Bus error|"
-                        r"Floating point exception|Illegal instruction)(?: +\(core dumped\))?")
-_BARE = re.compile(r"^(?P<what>Killed|Segmentation fault|Aborted|Bus error|Floating point exception|"
-                   r"Illegal instruction)(?: \(core dumped\))?\s*$")
+_SHELL_JOB = lazy_compile(r": line \d+: +(?P<pid>\d+) (?P<what>Killed|Segmentation fault|Aborted|Bus error|"
+                          r"Floating point exception|Illegal instruction)(?: +\(core dumped\))?")
+_BARE = lazy_compile(r"^(?P<what>Killed|Segmentation fault|Aborted|Bus error|Floating point exception|"
+                     r"Illegal instruction)(?: \(core dumped\))?\s*$")
 
 
 def parse_shell_signal(text: str) -> dict[str, Any] | None:

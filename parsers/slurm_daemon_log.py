@@ -14,23 +14,23 @@ exception): the host is the bundle's, or none.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from forensics.clock import parse_iso
 from forensics.events import Event, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.slurm import parse_daemon, severity
 from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER"]
 
-_LINE = re.compile(r"^\[(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)\] (?P<msg>.*)$")
+_LINE = lazy_compile(r"^\[(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)\] (?P<msg>.*)$")
 #: Words that only Slurm's daemons write (a bracketed ISO stamp alone is any program's log).
-_SLURM_WORDS = re.compile(r"JobId=|StepId=|\bslurm(?:d|ctld|stepd|dbd)\b|_slurm_rpc_|\bsched: |\[\d+(?:_\d+)?\."
-                          r"(?:batch|extern|\d+)\] |launch task |Launching batch |task/(?:cgroup|affinity)|"
-                          r"select/cons_t?res|\bgres/gpu\b|backfill: |\bprolog\b|\bepilog\b|Node \S+ now responding|"
-                          r"error: Nodes? \S+ not responding|_job_complete|job_epilog_complete")
+_SLURM_WORDS = lazy_compile(r"JobId=|StepId=|\bslurm(?:d|ctld|stepd|dbd)\b|_slurm_rpc_|\bsched: |\[\d+(?:_\d+)?\."
+                            r"(?:batch|extern|\d+)\] |launch task |Launching batch |task/(?:cgroup|affinity)|"
+                            r"select/cons_t?res|\bgres/gpu\b|backfill: |\bprolog\b|\bepilog\b|Node \S+ now responding|"
+                            r"error: Nodes? \S+ not responding|_job_complete|job_epilog_complete")
 #: Lines worth decoding in a big log (everything a record or an error can hold).
 _LITERALS = (b"JobId=", b"StepId=", b"launch task", b"Launching batch", b"done with", b"error:", b"fatal:")
 

@@ -24,6 +24,7 @@ from datetime import UTC
 
 from forensics.clock import YEAR_INFERRED, YearlessClock, wall_to_ns
 from forensics.events import Event, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext
 from forensics.textdoc import Line, TextDocument
 
@@ -42,9 +43,9 @@ __all__ = [
 
 # -- raw line cleaning ------------------------------------------------------------------------
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
-_ORPHAN_SGR = re.compile(r"^(?:\[[0-9;]{1,8}m)+")
-_SEGMENT_SPLIT = re.compile(r"\r|\^M|\x1b\[\d*A")
+_ANSI = lazy_compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
+_ORPHAN_SGR = lazy_compile(r"^(?:\[[0-9;]{1,8}m)+")
+_SEGMENT_SPLIT = lazy_compile(r"\r|\^M|\x1b\[\d*A")
 
 
 def clean(text: str) -> str:
@@ -140,21 +141,21 @@ _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun",
 #: from one writer's lines, as with the prefixes below.
 WRITER_TAG = "\x1f"
 _LEVEL = r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
-_SRUN_LABEL = re.compile(r"^\s{0,4}(?P<label>\d{1,5}): ")
-_RANK = re.compile(r"^\[(?:rank|default) ?(?P<rank>\d+)\](?::\s?| )")
+_SRUN_LABEL = lazy_compile(r"^\s{0,4}(?P<label>\d{1,5}): ")
+_RANK = lazy_compile(r"^\[(?:rank|default) ?(?P<rank>\d+)\](?::\s?| )")
 # Open MPI ``mpirun --tag-output`` ("[jobid,rank]<stdout>:"), optionally after a stamp
 # ("--timestamp-output" or a log collector): "2020-11-08 20:25:49 [1,0]<stdout>:host:993:993 [3] NCCL WARN ..."
-_OMPI_TAG = re.compile(r"^(?:(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d) )?"
-                       r"\[\d+,(?P<rank>\d+)\]<std(?:out|err|diag)>:\s?")
-_RAY = re.compile(r"^\((?P<actor>[A-Za-z_][\w.-]*)(?: rank=(?P<rank>\d+))? pid=(?P<pid>\d+)(?:, ip=[\d.:a-f]+)?\)\s?")
+_OMPI_TAG = lazy_compile(r"^(?:(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d) )?"
+                         r"\[\d+,(?P<rank>\d+)\]<std(?:out|err|diag)>:\s?")
+_RAY = lazy_compile(r"^\((?P<actor>[A-Za-z_][\w.-]*)(?: rank=(?P<rank>\d+))? pid=(?P<pid>\d+)(?:, ip=[\d.:a-f]+)?\)\s?")
 # vLLM: "ERROR 08-06 18:38:55 multiproc_worker_utils.py:226] " / "INFO 04-15 00:31:11 [worker.py:574] "
-_VLLM = re.compile(_LEVEL + r" (?P<mo>\d\d)-(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)(?:\.(?P<f>\d+))? "
-                   r"\[?[\w./-]+:\d+\]\s?")
+_VLLM = lazy_compile(_LEVEL + r" (?P<mo>\d\d)-(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)(?:\.(?P<f>\d+))? "
+                     r"\[?[\w./-]+:\d+\]\s?")
 # glog as printed by Python logging in torch.distributed.elastic: "E0909 14:03:50.013000 22579342468928 api.py:833] "
-_GLOG_PY = re.compile(r"(?P<lv>[EWIF])(?P<mo>\d\d)(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)\.(?P<f>\d+) "
-                      r"(?P<tid>\d+) (?P<src>[^\s\]]+):\d+\]\s?")
+_GLOG_PY = lazy_compile(r"(?P<lv>[EWIF])(?P<mo>\d\d)(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)\.(?P<f>\d+) "
+                        r"(?P<tid>\d+) (?P<src>[^\s\]]+):\d+\]\s?")
 # DeepSpeed / axolotl / NCCL >= 2.26 / elastic ~2.1 / SGLang: "[2024-09-11 17:52:18,030] [INFO] [file.py:183:func] "
-_BRACKET_ISO = re.compile(
+_BRACKET_ISO = lazy_compile(
     r"\[(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[ T](?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)(?:[,.](?P<f>\d+))?"
     r"(?P<z>Z)?(?: TP\d+)?\]\s?"
     r"(?:[\w.]+: )?"  # elastic ~2.1: "torch.distributed.elastic.multiprocessing.api: [ERROR] "
@@ -163,23 +164,23 @@ _BRACKET_ISO = re.compile(
     r"(?:\[PID:(?P<pid>\d+)\]\s?)?(?:\[RANK:(?P<rank>\d+)\]\s?)?"
 )
 # transformers / LLaMA-Factory: "[INFO|trainer.py:1156] 2021-06-05 16:46:31,375 >> "
-_HF = re.compile(r"\[" + _LEVEL + r"\|[\w./-]+:\d+\] (?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d) "
-                 r"(?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)(?:,(?P<f>\d+))? >> ")
+_HF = lazy_compile(r"\[" + _LEVEL + r"\|[\w./-]+:\d+\] (?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d) "
+                   r"(?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)(?:,(?P<f>\d+))? >> ")
 # ISO at column 0, optional level and logger: "2025-07-10 12:52:20 INFO ", icefall "... WARNING [train.py:546] (0/7) "
-_ISO = re.compile(r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[ T](?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)(?:[,.](?P<f>\d+))?"
-                  r"(?P<z>Z|[+-]\d\d:?\d\d)?\s+(?:-\s+)?(?:" + _LEVEL + r"\b\s*(?:-\s+)?)?"
-                  r"(?:\[[\w./-]+:\d+\]\s?)?(?:\((?P<rank>\d+)/\d+\)\s?)?")
+_ISO = lazy_compile(r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[ T](?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)(?:[,.](?P<f>\d+))?"
+                    r"(?P<z>Z|[+-]\d\d:?\d\d)?\s+(?:-\s+)?(?:" + _LEVEL + r"\b\s*(?:-\s+)?)?"
+                    r"(?:\[[\w./-]+:\d+\]\s?)?(?:\((?P<rank>\d+)/\d+\)\s?)?")
 # LLaMA-Factory older: "07/06/2024 02:12:04 - INFO - llamafactory.model.loader - "
-_US_DATE = re.compile(r"(?P<mo>\d\d)/(?P<d>\d\d)/(?P<y>\d{4}) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d) - " + _LEVEL
-                      + r" - [\w.]+ - ")
+_US_DATE = lazy_compile(r"(?P<mo>\d\d)/(?P<d>\d\d)/(?P<y>\d{4}) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d) - " + _LEVEL
+                        + r" - [\w.]+ - ")
 # rich console handler: "[03/17/23 20:03:12] INFO "
-_RICH = re.compile(r"\[(?P<mo>\d\d)/(?P<d>\d\d)/(?P<yy>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)\]\s+(?:"
-                   + _LEVEL + r"\s+)?")
+_RICH = lazy_compile(r"\[(?P<mo>\d\d)/(?P<d>\d\d)/(?P<yy>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)\]\s+(?:"
+                     + _LEVEL + r"\s+)?")
 # std logging default: "ERROR:torch.distributed.elastic.multiprocessing.api:" / "WARNING:root:"
-_STDLOG = re.compile(_LEVEL + r":(?P<logger>[A-Za-z_][\w.]*):")
+_STDLOG = lazy_compile(_LEVEL + r":(?P<logger>[A-Za-z_][\w.]*):")
 # journald / syslog: "Oct 04 15:02:41 llm sd-webui-forge-start[394]: "
-_SYSLOG = re.compile(r"(?P<mon>[A-Z][a-z]{2}) +(?P<d>\d{1,2}) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)(?:\.(?P<f>\d+))? "
-                     r"(?P<host>[\w.-]+) [\w.@/-]+?(?:\[(?P<pid>\d+)\])?: ")
+_SYSLOG = lazy_compile(r"(?P<mon>[A-Z][a-z]{2}) +(?P<d>\d{1,2}) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)(?:\.(?P<f>\d+))? "
+                       r"(?P<host>[\w.-]+) [\w.@/-]+?(?:\[(?P<pid>\d+)\])?: ")
 
 _GLOG_LEVEL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "FATAL"}
 
@@ -367,7 +368,7 @@ def srun_labelled(lines: list[str]) -> bool:
 # -- record starts ----------------------------------------------------------------------------
 
 #: Where a record can begin anywhere in a line (after a bar, or glued to another record).
-RECORD_START = re.compile(
+RECORD_START = lazy_compile(
     r"Traceback \(most recent call last\):"
     r"|terminate called (?:after throwing|without an active|recursively)"
     r"|(?:\[rank\d+\]:)?\[[EWIF](?:\d{3,4} \d\d:\d\d:\d\d\.\d+)?(?: \d+)? ?[\w./-]+\.(?:cpp|cc|hpp|h):\d+\]"
@@ -389,7 +390,7 @@ START_HINTS = ("Traceback", "terminate called", ".cpp:", ".cc:", ".h:", "[rank",
                "pid=", "Killed")
 
 
-_HINTS = re.compile("|".join(re.escape(h) for h in START_HINTS))
+_HINTS = lazy_compile("|".join(re.escape(h) for h in START_HINTS))
 
 
 def may_hold_record(text: str) -> bool:
@@ -404,7 +405,7 @@ def record_starts(text: str) -> list[int]:
     return [m.start() for m in RECORD_START.finditer(text, 1)]
 
 
-_BORDER = re.compile(r"^[=\-*#_]{12,}$")
+_BORDER = lazy_compile(r"^[=\-*#_]{12,}$")
 
 
 def is_border(text: str) -> bool:

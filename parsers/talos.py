@@ -7,15 +7,14 @@ then an RFC 3339 UTC stamp with up to nanoseconds (a trailing zero may be droppe
 
 from __future__ import annotations
 
-import re
-
 from forensics.clock import parse_iso
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext
 from forensics.parsers.kernlog import Head, KernelLogParser, share_detector
 
 __all__ = ["PARSER"]
 
-_TALOS_RE = re.compile(
+_TALOS_RE = lazy_compile(
     r"^(?:(\S+?):\s+)?([a-z0-9]+):\s+([a-z]+):\s+\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d))\]:\s?"
 )
 _LEVELS = {"emerg": 0, "alert": 1, "crit": 2, "err": 3, "warning": 4, "warn": 4, "notice": 5, "info": 6, "debug": 7}

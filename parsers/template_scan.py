@@ -35,7 +35,6 @@ lines an anchor names that the sampling passes over.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -43,6 +42,7 @@ from itertools import accumulate, count, repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from forensics import lineindex, preload, textdoc
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.templates import (
     BUCKETS,
     DIGITS,
@@ -78,7 +78,7 @@ MAX_ROUNDS = 4
 SAMPLED_TARGET = 2560
 
 
-_TOKEN = re.compile(rb"[A-Za-z0-9]+")
+_TOKEN = lazy_compile(rb"[A-Za-z0-9]+")
 
 
 def value_literal(lit: bytes) -> bool:

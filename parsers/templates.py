@@ -25,11 +25,12 @@ occurrence in the file), ``first`` / ``last`` (UTC ns of the first and last pars
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from forensics.lazy_re import lazy_compile
 
 if TYPE_CHECKING:
     from forensics.textdoc import Data
@@ -49,7 +50,7 @@ MAX_TEMPLATE_BYTES = 2048
 MAX_TEMPLATES = 50_000
 
 #: ``[rank3]:`` (torch), ``host:pid:tid [3]`` (NCCL), ``3:`` (srun --label) at a line's start.
-RAW_RANK = re.compile(rb"\s*(?:\[rank(\d+)\]|[\w.-]+:\d+:\d+ \[(\d+)\]|(\d+): )")
+RAW_RANK = lazy_compile(rb"\s*(?:\[rank(\d+)\]|[\w.-]+:\d+:\d+ \[(\d+)\]|(\d+): )")
 
 
 DIGITS = b"0123456789"

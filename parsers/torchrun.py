@@ -20,22 +20,22 @@ read by pattern, not by position.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.py_traceback import SIGNALS
 from forensics.parsers.stream_text import Follower, Stamp, is_border
 
 __all__ = ["agent_line", "exit_attrs", "read_report", "report_entry"]
 
-_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"
-                     r"(?: of binary: (?P<binary>.*))?")
-_CLOSING = re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>SIG\w+)")
-_TERMINATING = re.compile(r"Terminating process (?P<pid>\d+) via signal (?P<sig>SIG\w+)")
-_RETURN_CODE = re.compile(r"exits with return code = (?P<code>-?\d+)")
-_DIED_WITH = re.compile(r"died with <Signals\.(?P<sig>SIG\w+): (?P<num>\d+)>")
-_LAUNCH = re.compile(r"\bnnodes=(?P<nnodes>\d+), num_local_procs=(?P<procs>\d+), node_rank=(?P<node_rank>\d+)")
-_EXITS_OK = re.compile(r"\bProcess (?P<pid>\d+) exits successfully")
+_FAILED = lazy_compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"
+                       r"(?: of binary: (?P<binary>.*))?")
+_CLOSING = lazy_compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>SIG\w+)")
+_TERMINATING = lazy_compile(r"Terminating process (?P<pid>\d+) via signal (?P<sig>SIG\w+)")
+_RETURN_CODE = lazy_compile(r"exits with return code = (?P<code>-?\d+)")
+_DIED_WITH = lazy_compile(r"died with <Signals\.(?P<sig>SIG\w+): (?P<num>\d+)>")
+_LAUNCH = lazy_compile(r"\bnnodes=(?P<nnodes>\d+), num_local_procs=(?P<procs>\d+), node_rank=(?P<node_rank>\d+)")
+_EXITS_OK = lazy_compile(r"\bProcess (?P<pid>\d+) exits successfully")
 
 
 def exit_attrs(code: int) -> dict[str, Any]:
@@ -78,14 +78,14 @@ def agent_line(text: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-_ENTRY_HEAD = re.compile(r"^\[(\d+)\]:$")
-_F_TIME = re.compile(r"time\s*:\s*(\d{4})-(\d\d)-(\d\d)_(\d\d):(\d\d):(\d\d)")
-_F_HOST = re.compile(r"host\s*:\s*(\S+)")
-_F_RANK = re.compile(r"\brank\s*:?\s*(\d+) ?\(local[ _]rank:? (\d+)\)")
-_F_EXIT = re.compile(r"exitcode\s*:?\s*(-?\d+) \(pid: (\d+)\)")
-_F_ERRFILE = re.compile(r"error[ _]file\s*:\s*(\S+)")
-_F_TRACE = re.compile(r"traceback\s*:\s*(.*)")
-_F_SIGNAL = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
+_ENTRY_HEAD = lazy_compile(r"^\[(\d+)\]:$")
+_F_TIME = lazy_compile(r"time\s*:\s*(\d{4})-(\d\d)-(\d\d)_(\d\d):(\d\d):(\d\d)")
+_F_HOST = lazy_compile(r"host\s*:\s*(\S+)")
+_F_RANK = lazy_compile(r"\brank\s*:?\s*(\d+) ?\(local[ _]rank:? (\d+)\)")
+_F_EXIT = lazy_compile(r"exitcode\s*:?\s*(-?\d+) \(pid: (\d+)\)")
+_F_ERRFILE = lazy_compile(r"error[ _]file\s*:\s*(\S+)")
+_F_TRACE = lazy_compile(r"traceback\s*:\s*(.*)")
+_F_SIGNAL = lazy_compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)")
 
 
 def report_entry(text: str) -> tuple[dict[str, Any], Stamp | None] | None:

@@ -13,25 +13,27 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from forensics.events import Event, Severity, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.nvidia_smi_common import MONTHS
 from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER"]
 
-_BANNER = re.compile(r"^\*\s+Bugcheck Analysis\s+\*")
+_BANNER = lazy_compile(r"^\*\s+Bugcheck Analysis\s+\*")
 # The analysis body pasted without its banner (users often copy from KEY_VALUES_STRING or
 # BUGCHECK_CODE on): either line opens an analysis when none is open.
-_BODY_START = re.compile(r"^(?:KEY_VALUES_STRING:|BUGCHECK_CODE:\s+[0-9A-Fa-f]+\s*$)")
-_BODY_FIELDS = re.compile(r"^(?:BUGCHECK_CODE:\s+[0-9A-Fa-f]+|BUGCHECK_P1:\s+[0-9A-Fa-f`]+|KEY_VALUES_STRING:.*)\s*$",
-                          re.M)
-_TITLE = re.compile(r"^([A-Z][A-Z0-9_]{3,})\s+\(([0-9a-fA-F]{1,8})\)\s*$")
-_BUGCHECK_LINE = re.compile(r"^BugCheck\s+([0-9A-Fa-f]+),\s*\{([^}]*)\}")
-_ARG = re.compile(r"^Arg(\d):\s*([0-9a-fA-F`]+)")
-_FIELD = re.compile(r"^([A-Z][A-Z0-9_]+):\s+(.+)$")
-_CAUSED = re.compile(r"^Probably caused by\s*:\s*(\S+)")
-_SESSION = re.compile(r"^Debug session time:\s*\w{3}\s+(\w{3})\s+(\d{1,2})\s+(\d\d):(\d\d):(\d\d)(?:\.(\d+))?\s+(\d{4})"
-                      r"\s*\(UTC\s*([+-])\s*(\d{1,2}):(\d\d)\)")
+_BODY_START = lazy_compile(r"^(?:KEY_VALUES_STRING:|BUGCHECK_CODE:\s+[0-9A-Fa-f]+\s*$)")
+_BODY_FIELDS = lazy_compile(r"^(?:BUGCHECK_CODE:\s+[0-9A-Fa-f]+|BUGCHECK_P1:\s+[0-9A-Fa-f`]+|KEY_VALUES_STRING:.*)\s*$",
+                            re.M)
+_TITLE = lazy_compile(r"^([A-Z][A-Z0-9_]{3,})\s+\(([0-9a-fA-F]{1,8})\)\s*$")
+_BUGCHECK_LINE = lazy_compile(r"^BugCheck\s+([0-9A-Fa-f]+),\s*\{([^}]*)\}")
+_ARG = lazy_compile(r"^Arg(\d):\s*([0-9a-fA-F`]+)")
+_FIELD = lazy_compile(r"^([A-Z][A-Z0-9_]+):\s+(.+)$")
+_CAUSED = lazy_compile(r"^Probably caused by\s*:\s*(\S+)")
+_SESSION = lazy_compile(r"^Debug session time:\s*\w{3}\s+(\w{3})\s+(\d{1,2})\s+"
+                        r"(\d\d):(\d\d):(\d\d)(?:\.(\d+))?\s+(\d{4})"
+                        r"\s*\(UTC\s*([+-])\s*(\d{1,2}):(\d\d)\)")
 _MAX_DETAIL_LINES = 200
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from forensics.events import TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.nvidia_smi_common import MONTHS
 from forensics.parsers.windows_events import (
@@ -29,20 +30,20 @@ from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER"]
 
-_LIST_KEY = re.compile(r"^([A-Za-z][A-Za-z0-9]*)\s*:\s?(.*)$")
+_LIST_KEY = lazy_compile(r"^([A-Za-z][A-Za-z0-9]*)\s*:\s?(.*)$")
 _KEYS = {"timecreated", "providername", "id", "level", "leveldisplayname", "message", "machinename", "logname",
          "recordid", "qualifiers", "properties", "taskdisplayname", "timegenerated", "timewritten", "source",
          "eventid", "instanceid", "entrytype", "index", "replacementstrings", "category", "containerlog",
          "version", "task", "opcode", "keywords", "providerid", "processid", "threadid", "userid", "activityid",
          "relatedactivityid", "matchedqueryids", "bookmark", "opcodedisplayname", "keywordsdisplaynames",
          "username", "data", "site", "container", "categorynumber", "splitlines"}
-_GROUP = re.compile(r"^\s*ProviderName:\s*(\S.*)$")
-_TABLE_HEAD = re.compile(r"^\s*(TimeCreated|Index|TimeGenerated)\b.*\b(Id|InstanceID|EventID|Message)\b")
-_DASHES = re.compile(r"^\s*-+(\s+-+)+\s*$")
-_PART_OF_EVENT = re.compile(r"The following information is part of the event:\s*(.*)$", re.S)
-_UNRESOLVED = re.compile(r"The description for Event ID '?(\d+)'? in Source '?([^']+?)'? cannot be found")
-_SHORT_TIME = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d\d):(\d\d)")
-_ROW_TIME = re.compile(
+_GROUP = lazy_compile(r"^\s*ProviderName:\s*(\S.*)$")
+_TABLE_HEAD = lazy_compile(r"^\s*(TimeCreated|Index|TimeGenerated)\b.*\b(Id|InstanceID|EventID|Message)\b")
+_DASHES = lazy_compile(r"^\s*-+(\s+-+)+\s*$")
+_PART_OF_EVENT = lazy_compile(r"The following information is part of the event:\s*(.*)$", re.S)
+_UNRESOLVED = lazy_compile(r"The description for Event ID '?(\d+)'? in Source '?([^']+?)'? cannot be found")
+_SHORT_TIME = lazy_compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d\d):(\d\d)")
+_ROW_TIME = lazy_compile(
     r"^(\d{1,4}[./-]\d{1,2}[./-]\d{2,4}\s+\d{1,2}:\d\d(?::\d\d)?(?:\s*[AaPp]\.?[Mm]\.?)?"
     r"|[A-Z][a-z]{2} \d{1,2} \d\d:\d\d)\s*"
 )

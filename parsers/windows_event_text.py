@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forensics.events import TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.windows_event_xml import iter_event_xml, salvage_event_xml
 from forensics.parsers.windows_events import (
@@ -63,29 +64,29 @@ _KEYS = {
 _DESC_KEYS = ("description", "beschreibung", "descripción", "descrizione", "descrição", "описание", "描述",
               "説明", "설명")
 # A label is letters (any script), spaces and a few marks, then an ASCII or full-width colon.
-_KEY_LINE = re.compile(r"^\s*([^\W\d_][\w'’. -]{0,29}?)\s*[:：]\s*(.*)$")
-_WEVTUTIL_START = re.compile(r"^\s*Event\[\d+\]:\s*$")
-_DETAILS_START = re.compile(
+_KEY_LINE = lazy_compile(r"^\s*([^\W\d_][\w'’. -]{0,29}?)\s*[:：]\s*(.*)$")
+_WEVTUTIL_START = lazy_compile(r"^\s*Event\[\d+\]:\s*$")
+_DETAILS_START = lazy_compile(
     r"^\s*(Log Name|Protokollname|Nom du journal|Nombre de registro|Nome registro|Nome do log|Имя журнала|"
     r"日志名称|記錄檔名稱|ログの名前|로그 이름)\s*[:：]"
 )
-_EVENT_ID_LABEL = re.compile(
+_EVENT_ID_LABEL = lazy_compile(
     r"^\s*(?:Event ID|Ereignis-ID|ID de l.événement|Id\. del evento|ID evento|ID do evento|Код события|事件 ID|"
     r"事件識別碼|イベント ID|이벤트 ID)\s*[:：]", re.M
 )
-_UNRESOLVED = re.compile(
+_UNRESOLVED = lazy_compile(
     r"The description for Event ID '?(\d{1,10})'? (?:from|in) source '?([^' ]+)'? cannot be found", re.I
 )
-_UNRESOLVED_DE = re.compile(
+_UNRESOLVED_DE = lazy_compile(
     r"Die Beschreibung für die Ereignis-ID (\d{1,10}) aus der Quelle (\S+) wurde nicht gefunden")
-_INCLUDED = re.compile(
+_INCLUDED = lazy_compile(
     r"following information (?:was included with|is part of) the event|folgenden Informationen", re.I
 )
-_RESOURCE_NOTE = re.compile(r"message resource is present|the message resource|Die Nachrichtenressource", re.I)
-_HYPERV = re.compile(r"has encountered a fatal error\.\s+The guest operating system reported")
-_GUEST_MESSAGE = re.compile(r"^\s*Guest message:\s*$", re.I)
-_EVENT_XML = re.compile(r"^\s*(?:Event Xml|Ereignis-XML|Xml de l.événement|Xml del evento|Xml de evento|XML evento|"
-                        r"Xml события|事件 Xml|イベント Xml|이벤트 Xml)\s*[:：]\s*$", re.I)
+_RESOURCE_NOTE = lazy_compile(r"message resource is present|the message resource|Die Nachrichtenressource", re.I)
+_HYPERV = lazy_compile(r"has encountered a fatal error\.\s+The guest operating system reported")
+_GUEST_MESSAGE = lazy_compile(r"^\s*Guest message:\s*$", re.I)
+_EVENT_XML = lazy_compile(r"^\s*(?:Event Xml|Ereignis-XML|Xml de l.événement|Xml del evento|Xml de evento|XML evento|"
+                          r"Xml события|事件 Xml|イベント Xml|이벤트 Xml)\s*[:：]\s*$", re.I)
 
 
 @dataclass

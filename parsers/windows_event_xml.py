@@ -17,15 +17,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from forensics.events import TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record, whole_text
 from forensics.parsers.windows_events import build_winevent, parse_iso_utc
 from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER", "iter_event_xml", "salvage_event_xml"]
 
-_EVENT_START = re.compile(rb"<Event[\s>]")
+_EVENT_START = lazy_compile(rb"<Event[\s>]")
 _EVENT_END = b"</Event>"
-_COLLAPSE_MARK = re.compile(r"(?m)^[ \t]*[-+][ \t]+(?=<)")
+_COLLAPSE_MARK = lazy_compile(r"(?m)^[ \t]*[-+][ \t]+(?=<)")
 _MAX_EVENT_BYTES = 1 << 20
 
 
@@ -173,7 +174,7 @@ _SALVAGE = {
     "time": re.compile(r"<TimeCreated\s[^>]*?SystemTime=[\"']([^\"']+)"),
     "computer": re.compile(r"<Computer>([^<]+)</Computer>"),
 }
-_NAMED_DATA = re.compile(r"<Data\s+Name=[\"']([^\"']+)[\"']\s*>([^<]*)</Data>")
+_NAMED_DATA = lazy_compile(r"<Data\s+Name=[\"']([^\"']+)[\"']\s*>([^<]*)</Data>")
 
 
 def salvage_event_xml(text: str) -> dict[str, Any]:
@@ -217,7 +218,7 @@ def _salvage_last(doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
 
 _NS = "schemas.microsoft.com/win/2004/08/events/event"
 #: An export whose markup was HTML-escaped when it was posted (``- &lt;Event xmlns=…&gt;``).
-_ESCAPED = re.compile(r"^\s*(?:[-+]\s+)?&lt;")
+_ESCAPED = lazy_compile(r"^\s*(?:[-+]\s+)?&lt;")
 
 
 class WindowsEventXmlParser:

@@ -7,12 +7,12 @@ signature written for ``nvlddmkm 153`` matches whichever way the user exported t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from forensics.events import Event, Origin, Severity, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext
 
 __all__ = [
@@ -138,7 +138,7 @@ def _bugcheck_code(named: Any) -> int | None:
 
 # -- times ------------------------------------------------------------------------------------
 
-_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?\s*(Z|[+-]\d\d:?\d\d)?")
+_ISO = lazy_compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?\s*(Z|[+-]\d\d:?\d\d)?")
 
 
 def parse_iso_utc(text: str) -> tuple[int, bool] | None:
@@ -170,7 +170,7 @@ class DateOrder:
     YMD = "ymd"
 
 
-_LOCAL = re.compile(
+_LOCAL = lazy_compile(
     r"(?P<a>\d{1,4})(?P<sep>[./-])(?P<b>\d{1,2})(?P=sep)(?P<c>\d{2,4})\.?[ T,]+"
     r"(?:(?P<ampm0>上午|下午|午前|午後|오전|오후)\s*)?"
     r"(?P<h>\d{1,2}):(?P<mi>\d\d)(?::(?P<s>\d\d)(?:[.,](?P<f>\d+))?)?\s*(?P<ampm>[AaPp]\.?[Mm]\.?)?"

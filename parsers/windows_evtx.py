@@ -9,9 +9,9 @@ at lines of the converted text; each event also keeps its ``record_id``.
 from __future__ import annotations
 
 import io
-import re
 from collections.abc import Iterator
 
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.base import ParseContext, Record
 from forensics.parsers.windows_event_xml import iter_event_xml
 from forensics.textdoc import TextDocument
@@ -20,7 +20,7 @@ __all__ = ["EVTX_MAGIC", "MARKER", "PARSER", "evtx_to_xml", "is_evtx"]
 
 EVTX_MAGIC = b"ElfFile\x00"
 MARKER = "<!-- gpu-forensics: records of a binary .evtx file, converted to XML -->"
-_XML_DECL = re.compile(rb"^\s*<\?xml[^>]*\?>\s*")
+_XML_DECL = lazy_compile(rb"^\s*<\?xml[^>]*\?>\s*")
 _MAX_RECORD_ERRORS = 20
 
 

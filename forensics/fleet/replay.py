@@ -29,16 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from forensics.bundle import IDX_MAGIC
+from forensics.lazy_re import lazy_compile
 
 __all__ = ["Placed", "replay_fleet", "samples"]
 
 #: bus ids of the eight GPUs of a typical 8-GPU server (HGX H100/H200 boards)
 SLOTS = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
 _RECEIPT = struct.Struct("<QQ")
-_STAMP = re.compile(rb"(\d{4}-\d{2}-\d{2})([ _T])(\d{2}:\d{2}:\d{2})")
-_GLOG = re.compile(rb"(?<![0-9A-Za-z])([IWEF])(\d{4}) (\d{2}:\d{2}:\d{2})")  # glog/c10d: E1129 17:41:01.900
-_NVML_T = re.compile(rb'"t":(\d+)')
-_SMI_TS = re.compile(rb"<timestamp>([^<]+)</timestamp>")
+_STAMP = lazy_compile(rb"(\d{4}-\d{2}-\d{2})([ _T])(\d{2}:\d{2}:\d{2})")
+_GLOG = lazy_compile(rb"(?<![0-9A-Za-z])([IWEF])(\d{4}) (\d{2}:\d{2}:\d{2})")  # glog/c10d: E1129 17:41:01.900
+_NVML_T = lazy_compile(rb'"t":(\d+)')
+_SMI_TS = lazy_compile(rb"<timestamp>([^<]+)</timestamp>")
 _TEXT_SUFFIXES = (".log", ".jsonl", ".json", ".xml", ".txt")
 
 

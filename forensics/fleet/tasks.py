@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from forensics.bundle import MANIFEST, read_manifest
+from forensics.lazy_re import lazy_compile
 from forensics.pci import normalize_pci
 
 __all__ = ["Gpu", "analyze_one", "expand_paths", "gpu_table"]
@@ -25,7 +26,7 @@ __all__ = ["Gpu", "analyze_one", "expand_paths", "gpu_table"]
 Gpu = dict[str, Any]  # host, index, pci, uuid, serial, name
 
 _XML_CAP = 4 << 20
-_GPU_BLOCK = re.compile(r"<gpu id=\"([^\"]+)\">(.*?)</gpu>", re.S)
+_GPU_BLOCK = lazy_compile(r"<gpu id=\"([^\"]+)\">(.*?)</gpu>", re.S)
 
 
 def expand_paths(paths: Sequence[str]) -> list[str]:

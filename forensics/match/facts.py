@@ -11,11 +11,11 @@ only, or the file's progress bar still read ``0/N``), ``oom`` (``cuda``/``hip``)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from forensics.events import Event
+from forensics.lazy_re import lazy_compile
 
 __all__ = ["finding_facts", "oom_sentence"]
 
@@ -28,7 +28,7 @@ _PHASE_WORDS = {
 }
 #: Frames/lines that create optimizer state, which PyTorch optimizers do on the first step() only.
 _STATE_INIT_FRAME = ":_init_group"
-_STATE_INIT_LINE = re.compile(r"""state\[["'](?:exp_avg|exp_avg_sq|momentum_buffer|square_avg|sum)["']\]\s*=""")
+_STATE_INIT_LINE = lazy_compile(r"""state\[["'](?:exp_avg|exp_avg_sq|momentum_buffer|square_avg|sum)["']\]\s*=""")
 _KINDS = ("traceback", "cuda-error")
 
 

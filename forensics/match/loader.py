@@ -35,6 +35,7 @@ from typing import Any
 import regex
 
 from forensics.errors import SignatureError
+from forensics.lazy_re import lazy_compile
 from forensics.match.schema import (
     CATEGORIES,
     CORRELATION_TYPES,
@@ -58,7 +59,7 @@ EVIDENCE_KEYS = ("name", "role", "kinds", "sources", "literals", "regex", "flags
                  "min_count", "risk")
 CORRELATION_KEYS = ("type", "group_by", "count", "timespan", "order")
 EXAMPLE_KEYS = ("match", "text", "source", "risk")
-_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
+_ID = lazy_compile(r"[a-z0-9][a-z0-9-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +77,8 @@ class Problem:
 
 
 # -- where things are in the file --------------------------------------------------------------
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-]+)\s*\]\]?")
-_KEY = re.compile(r"^\s*([A-Za-z0-9_\-]+)\s*=")
+_HEADER = lazy_compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-]+)\s*\]\]?")
+_KEY = lazy_compile(r"^\s*([A-Za-z0-9_\-]+)\s*=")
 
 
 class _Locations:

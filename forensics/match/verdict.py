@@ -21,12 +21,12 @@ Rules (docs/signatures.md, "How the verdict is made"):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from forensics.events import Event, MetricSample
 from forensics.findings import Confidence, Finding, Role, Verdict
+from forensics.lazy_re import lazy_compile
 from forensics.match.blame import blame
 from forensics.match.facts import oom_sentence
 from forensics.match.matcher import Match
@@ -167,7 +167,7 @@ def _where(f: Finding) -> str:
     return f" on {'; '.join(parts)}" if parts else ""
 
 
-_RECOVERY = re.compile(r"recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) to 0x[0-9a-fA-F]+ \(([^)]+)\)")
+_RECOVERY = lazy_compile(r"recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) to 0x[0-9a-fA-F]+ \(([^)]+)\)")
 
 
 def _driver_verdict(nodes: Sequence[_Node]) -> str | None:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from forensics.events import Event
 from forensics.findings import XidIncident
+from forensics.lazy_re import lazy_compile
 from forensics.match.xid_catalog import lookup
 
 __all__ = ["GAP_NS", "xid_code", "xid_incidents"]
@@ -27,8 +28,8 @@ _FOLLOW_UP = {"IGNORE", "XID_154", "WORKFLOW_XID_45", ""}
 _QUALIFIERS = {171, 172}
 _DISRUPTIVE = {"RESTART_APP", "RESET_GPU", "RESTART_BM", "RESTART_VM", "WORKFLOW_XID_48", "WORKFLOW_NVLINK_ERR",
                "WORKFLOW_NVLINK5_ERR"}
-_CAUSED_BY = re.compile(r"caused by previous Xid (\d+)", re.I)
-_RECOVERY = re.compile(r"recovery action changed from \S+ \([^)]*\) to \S+ \(([^)]+)\)", re.I)
+_CAUSED_BY = lazy_compile(r"caused by previous Xid (\d+)", re.I)
+_RECOVERY = lazy_compile(r"recovery action changed from \S+ \([^)]*\) to \S+ \(([^)]+)\)", re.I)
 
 
 def xid_code(e: Event) -> int | None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from forensics.bundle import IDX_MAGIC
 from forensics.errors import UsageError
+from forensics.lazy_re import lazy_compile
 from forensics.secrets import REDACTED, has_secret, mask_text, redact_text
 
 __all__ = ["Anonymizer", "PackResult", "downsample_nvml", "pack", "parse_size", "redact_bytes"]
@@ -35,8 +36,8 @@ ROOT = "case"
 _RECEIPT = struct.Struct("<QQ")
 _MAX_FILE = 1 << 30
 _MAX_FILES = 20_000
-_IPV4 = re.compile(r"(?<![\d.])(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}(?![\d.])")
-_HOME = re.compile(r"(?P<pre>/home/|/Users/|/u/|C:\\\\?Users\\\\?)(?P<user>[A-Za-z0-9._-]+)")
+_IPV4 = lazy_compile(r"(?<![\d.])(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}(?![\d.])")
+_HOME = lazy_compile(r"(?P<pre>/home/|/Users/|/u/|C:\\\\?Users\\\\?)(?P<user>[A-Za-z0-9._-]+)")
 _KEEP_IPS = frozenset({"0.0.0.0", "127.0.0.1", "255.255.255.255"})
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import select
 import shutil
 import subprocess
@@ -31,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from forensics.lazy_re import lazy_compile
 from forensics.record.bounded import run_bounded
 from forensics.record.lifeline import die_with_recorder
 from forensics.record.writer import AppendFile
@@ -41,7 +41,7 @@ KMSG_ENV = "FORENSICS_KMSG_PATH"  # another kmsg device/file (tests)
 SOURCES_ENV = "FORENSICS_KERNEL_LOG"  # e.g. "kmsg,journal,dmesg" (default) or "none"
 BEFORE_S = 300.0
 DMESG_PERIOD_S = 2.0
-_DMESG_STAMP = re.compile(rb"^\[\s*(\d+)\.(\d+)\]")
+_DMESG_STAMP = lazy_compile(rb"^\[\s*(\d+)\.(\d+)\]")
 
 
 class KernelLogFollower(threading.Thread):

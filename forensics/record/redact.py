@@ -22,12 +22,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from forensics.lazy_re import lazy_compile
 from forensics.secrets import REDACTED, redact_text
 
 __all__ = ["REDACTED", "is_secret_name", "redact_argv", "redact_env", "redact_value"]
 
 
-_SECRET_NAME = re.compile(
+_SECRET_NAME = lazy_compile(
     r"TOKENS?(?:_|$)|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH_?KEY"
     r"|(?:^|_)KEYS?(?:_|$)|(?:^|_)PWD$|(?:^|_)PASS$|COOKIE|SESSION_?ID|SIGNING|(?:^|_)DSN$|(?:^|_)SAS(?:_|$)"
     r"|AUTHORIZATION|BEARER|WEBHOOK",

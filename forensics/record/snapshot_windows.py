@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from forensics.lazy_re import lazy_compile
 from forensics.record.bounded import Result
 from forensics.record.writer import atomic_write_json
 
@@ -45,8 +46,8 @@ QUERIES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
 )
 TIMEOUT_S = 60.0  # CIM on a busy host is slow (the PnP driver query walks every driver)
 
-_PCI_IDS = re.compile(r"VEN_([0-9A-Fa-f]{4})&DEV_([0-9A-Fa-f]{4})")
-_KEY_LINE = re.compile(r"^(\w+)\s*: ?(.*)$")
+_PCI_IDS = lazy_compile(r"VEN_([0-9A-Fa-f]{4})&DEV_([0-9A-Fa-f]{4})")
+_KEY_LINE = lazy_compile(r"^(\w+)\s*: ?(.*)$")
 
 
 def powershell_exe(env: Mapping[str, str]) -> str | None:

@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from forensics.events import Event, TsSource
+from forensics.lazy_re import lazy_compile
 from forensics.textdoc import Line, TextDocument
 from forensics.tui.index import QueryError
 from forensics.tui.model import fmt_stamp
@@ -139,7 +140,7 @@ def context_lines(doc: TextDocument | None, events: Event | Sequence[Event], aro
 
 
 #: A raw line that states an exception (``torch.OutOfMemoryError: CUDA out of memory …``); kept in an excerpt.
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Failure|Interrupt)\b")
+_EXCEPTION_LINE = lazy_compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Failure|Interrupt)\b")
 
 
 def excerpt(lines: Sequence[Line], events: Event | Sequence[Event], head: int = 6, tail: int = 3) -> list[Line]:

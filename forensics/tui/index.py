@@ -16,7 +16,6 @@ means "at least". Words and patterns are smart-case: all lowercase ignores case.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,6 +24,7 @@ import numpy as np
 import regex
 
 from forensics.events import Event, Severity
+from forensics.lazy_re import lazy_compile
 
 __all__ = ["EventIndex", "Query", "QueryError", "parse_query", "parse_time"]
 
@@ -59,7 +59,7 @@ class Query:
 
 
 # A "quoted phrase", a /regex/ (which may hold spaces and escaped slashes), or a bare token.
-_TOKEN = re.compile(r'"([^"]*)"|(/(?:\\.|[^/\\])+/)(?=\s|$)|(\S+)')
+_TOKEN = lazy_compile(r'"([^"]*)"|(/(?:\\.|[^/\\])+/)(?=\s|$)|(\S+)')
 
 
 def parse_query(text: str) -> Query:
@@ -269,8 +269,8 @@ def _attr_getter(name: str) -> Callable[[Event], object]:
     return lambda e: getattr(e, name)
 
 
-_REL = re.compile(r"^\+?\s*(?:(\d+(?:\.\d+)?)\s*h)?\s*(?:(\d+(?:\.\d+)?)\s*m(?:in)?)?\s*(?:(\d+(?:\.\d+)?)\s*s?)?$")
-_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?$")
+_REL = lazy_compile(r"^\+?\s*(?:(\d+(?:\.\d+)?)\s*h)?\s*(?:(\d+(?:\.\d+)?)\s*m(?:in)?)?\s*(?:(\d+(?:\.\d+)?)\s*s?)?$")
+_CLOCK = lazy_compile(r"^(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?$")
 
 
 def parse_time(text: str, span: tuple[int, int] | None, day_of: int | None = None) -> int:

@@ -18,6 +18,7 @@ import numpy as np
 
 from forensics.events import Event, MetricSample, Origin, TsSource
 from forensics.findings import Finding, Role
+from forensics.lazy_re import lazy_compile
 
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
@@ -223,7 +224,7 @@ def other_facts(facts: Mapping[str, Any]) -> str:
 
 
 # -- run facts --------------------------------------------------------------------------------
-_BUS_ID = re.compile(r"(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})(?:\.[0-7])?")
+_BUS_ID = lazy_compile(r"(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})(?:\.[0-7])?")
 
 
 def gpu_alias(gpu: object) -> str:

@@ -26,6 +26,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from forensics.events import Event, Severity
+from forensics.lazy_re import lazy_compile
 from forensics.tui.model import fmt_when
 
 __all__ = ["SEVERITY_TAGS", "TimelineView", "severity_style", "short_gpu", "source_style"]
@@ -58,7 +59,7 @@ def _short_source(source: str) -> str:
     return source.removeprefix("file:")
 
 
-_BUS = re.compile(r"(?:pci:)?(?:[0-9a-f]{4,8}:)?([0-9a-f]{2}:[0-9a-f]{2})(?:\.[0-7])?", re.IGNORECASE)
+_BUS = lazy_compile(r"(?:pci:)?(?:[0-9a-f]{4,8}:)?([0-9a-f]{2}:[0-9a-f]{2})(?:\.[0-7])?", re.IGNORECASE)
 
 
 def short_gpu(gpu: str) -> str:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 from forensics.events import Event, Severity
+from forensics.lazy_re import lazy_compile
 from forensics.match.detectors.common import derived
 
 __all__ = ["memory_margin_oom", "oom_numbers"]
@@ -21,9 +22,9 @@ SHORT_FRACTION = 0.05
 SMALL_REQUEST_MIB = 512.0
 
 _SIZE = r"(\d+(?:\.\d+)?)\s*(GiB|MiB|KiB|GB|MB|KB|bytes|B)\b"
-_TRIED = re.compile(r"Tried to allocate " + _SIZE)
-_TOTAL = re.compile(r"total capacity of " + _SIZE + r"|" + _SIZE + r" total capacity")
-_FREE = re.compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free")
+_TRIED = lazy_compile(r"Tried to allocate " + _SIZE)
+_TOTAL = lazy_compile(r"total capacity of " + _SIZE + r"|" + _SIZE + r" total capacity")
+_FREE = lazy_compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free")
 _UNIT_MIB = {"GiB": 1024.0, "GB": 1000**3 / 2**20, "MiB": 1.0, "MB": 1000**2 / 2**20, "KiB": 1 / 1024,
              "KB": 1000 / 2**20, "B": 1 / 2**20, "bytes": 1 / 2**20}
 

@@ -7,13 +7,14 @@ import re
 from collections.abc import Sequence
 
 from forensics.events import Event, Severity
+from forensics.lazy_re import lazy_compile
 from forensics.match.detectors.common import derived
 
 __all__ = ["nvml_unresponsive"]
 
-_NVML = re.compile(r"nvml", re.IGNORECASE)
-_STUCK = re.compile(r"unrespons|not respond|timed? ?out|timeout|deadline|hang|hung|did not return|stuck",
-                    re.IGNORECASE)
+_NVML = lazy_compile(r"nvml", re.IGNORECASE)
+_STUCK = lazy_compile(r"unrespons|not respond|timed? ?out|timeout|deadline|hang|hung|did not return|stuck",
+                      re.IGNORECASE)
 MAX_EVENTS = 20
 
 

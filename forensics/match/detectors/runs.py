@@ -17,7 +17,6 @@ compared within one run, and throughput is compared across runs (``throughput_ac
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from forensics.events import Event
+from forensics.lazy_re import lazy_compile
 from forensics.match.detectors.common import derived, fmt_num
 
 __all__ = ["BOUNDARY_LITERALS", "Boundary", "boundaries_of", "forget_boundaries", "run_boundaries", "run_index",
@@ -34,7 +34,7 @@ __all__ = ["BOUNDARY_LITERALS", "Boundary", "boundaries_of", "forget_boundaries"
 BOUNDARY_LITERALS = ("Restarting workers", "will restart worker group", "Starting worker group", "Rendezvous complete",
                      "esuming from", "esume from", "esuming training", "Continuing training from checkpoint",
                      "Starting elastic_operator")
-_BANNER = re.compile(
+_BANNER = lazy_compile(
     r"Restarting workers|will restart worker group|Starting worker group|Rendezvous complete for workers"
     r"|[Rr]esum(?:e|ing)(?: training)? from (?:the )?(?:last |latest )?(?:checkpoint|step|ckpt|epoch)"
     r"|Continuing training from checkpoint|Starting elastic_operator")

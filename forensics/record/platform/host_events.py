@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from forensics.bundle import IDX_MAGIC, pack_receipt
+from forensics.lazy_re import lazy_compile
 from forensics.record.clock import iso_utc
 from forensics.record.writer import AppendFile
 
@@ -146,8 +147,8 @@ def as_utf8(raw: bytes) -> bytes:
     return raw.removeprefix(b"\xef\xbb\xbf")
 
 
-_EVENT = re.compile(rb"<Event[\s>].*?</Event>", re.S)
-_RECORD_ID = re.compile(rb"<EventRecordID>\s*(\d+)\s*</EventRecordID>")
+_EVENT = lazy_compile(rb"<Event[\s>].*?</Event>", re.S)
+_RECORD_ID = lazy_compile(rb"<EventRecordID>\s*(\d+)\s*</EventRecordID>")
 
 
 def split_events(xml: bytes) -> list[tuple[int | None, bytes]]:
