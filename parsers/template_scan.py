@@ -502,7 +502,8 @@ WORKERS_ENV = "FORENSICS_SCAN_WORKERS"
 #: parser waits less while the first chunks come in, and a 1 GB log goes ~40 % faster with eight than
 #: with four on a 16-CPU machine (bench/README.md).
 MAX_WORKERS = 8
-#: Chunks handed to the workers before the parser has read any (more as soon as it waits for one).
+#: Chunks handed to the workers before the parser has read any (more as soon as it waits for one),
+#: where the workers and the parser would share CPUs; with a CPU to spare, every worker starts busy.
 AHEAD_FIRST = 3
 _SHARED: tuple[Any, list[bytes]] | None = None  # (the document's bytes, raw literals), for forked workers
 
@@ -523,8 +524,20 @@ def scan_workers(size: int) -> int:
     env = os.environ.get(WORKERS_ENV, "").strip()
     if env:
         return max(1, int(env)) if env.isdigit() else 1
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(MAX_WORKERS, usable))
+    return max(1, min(MAX_WORKERS, _usable_cpus()))
+
+
+def _usable_cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _ahead_first(workers: int) -> int:
+    """Chunks in flight before the parser has read one: every worker busy (and one more queued) where
+    the parser has a CPU of its own; else :data:`AHEAD_FIRST` (the parser may be the slower side and
+    would share its CPU with workers racing ahead: see :func:`_prepared`)."""
+    return max(workers + 1, AHEAD_FIRST) if _usable_cpus() > workers else AHEAD_FIRST
 
 
 def _chunk_bounds(data: Any, size: int, growth: float = 2.0) -> list[tuple[int, int]]:
@@ -576,10 +589,11 @@ def _prepared(data: Any, bounds: list[tuple[int, int]], raw_lits: list[bytes], w
                     pending.append((*nxt, None))
                 return True
 
-            # Chunks in flight: as many as keep the parser from waiting. A parser slower than one
-            # worker (a kernel log's records) keeps two or three busy, not all of them racing ahead
-            # for the CPU it needs itself; one that waits gets one more, up to twice the workers.
-            ahead = AHEAD_FIRST
+            # Chunks in flight: as many as keep the parser from waiting. Where it shares the CPUs
+            # with the workers, a parser slower than one worker (a kernel log's records) keeps two
+            # or three busy, not all of them racing ahead for the CPU it needs itself; with a CPU
+            # to spare all start busy. One that waits gets one more, up to twice the workers.
+            ahead = _ahead_first(workers)
             try:
                 while len(pending) < ahead and submit():
                     pass

@@ -403,10 +403,11 @@ def _started_in_workers(monkeypatch: pytest.MonkeyPatch, log: Path, delay: float
 @pytest.mark.parametrize("parser_first", [True, False])
 def test_workers_run_only_as_far_ahead_as_the_parser_needs(
         tmp_path: Path, forced: None, monkeypatch: pytest.MonkeyPatch, parser_first: bool) -> None:
-    """A parser slower than the workers keeps the first few chunks in flight, never more; one that
-    waits for its chunks gets more of them prepared at once."""
+    """A parser slower than the workers keeps the first few chunks in flight, never more, where it
+    shares the CPUs with them; one that waits for its chunks gets more of them prepared at once."""
     import time
 
+    monkeypatch.setattr(template_scan, "_usable_cpus", lambda: 4)  # as many as the workers
     text = _mixed(12000, seed=15).encode()
     log = tmp_path / "started"
     log.touch()
@@ -423,3 +424,23 @@ def test_workers_run_only_as_far_ahead_as_the_parser_needs(
         assert most_ahead <= template_scan.AHEAD_FIRST
     else:
         assert most_ahead > template_scan.AHEAD_FIRST
+
+
+def test_with_a_cpu_to_spare_every_worker_starts_busy(
+        tmp_path: Path, forced: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parser has a CPU of its own: every worker gets a chunk at once (and one waits queued),
+    however slow the parser; never more before it waits."""
+    import time
+
+    monkeypatch.setattr(template_scan, "_usable_cpus", lambda: 16)
+    text = _mixed(12000, seed=15).encode()
+    log = tmp_path / "started"
+    log.touch()
+    _started_in_workers(monkeypatch, log, delay=0.0)
+    bounds = template_scan._chunk_bounds(text, len(text), template_scan.PARALLEL_GROWTH)
+    assert len(bounds) > 8
+    most_ahead = 0
+    for consumed, _ in enumerate(template_scan._prepared(text, bounds, [], workers=4), 1):
+        time.sleep(0.05)  # the slow parser: the workers finish long before it asks
+        most_ahead = max(most_ahead, len(log.read_text().split()) + 1 - consumed)
+    assert most_ahead == 4 + 1
