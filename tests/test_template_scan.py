@@ -441,6 +441,6 @@ def test_with_a_cpu_to_spare_every_worker_starts_busy(
     assert len(bounds) > 8
     most_ahead = 0
     for consumed, _ in enumerate(template_scan._prepared(text, bounds, [], workers=4), 1):
-        time.sleep(0.05)  # the slow parser: the workers finish long before it asks
+        time.sleep(0.1)  # the slow parser: the workers finish long before it asks
         most_ahead = max(most_ahead, len(log.read_text().split()) + 1 - consumed)
     assert most_ahead == 4 + 1
