@@ -419,6 +419,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command != "record":  # the recorded command inherits the environment: leave it as it was
         quiet_blas_threads()
         if args.command in _ANALYZING:
+            if argv is None:  # run as the program (a caller of main(argv) keeps its one process)
+                from forensics.map_guard import guard
+
+                guard([*getattr(args, "paths", ()), *getattr(args, "a", ()), *getattr(args, "b", ())])
             _import_analyzer()
     try:
         return int(args.func(args))

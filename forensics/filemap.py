@@ -17,7 +17,9 @@ bring back the file's bytes).
 Limits: where ``mmap.madvise`` is missing (Windows), :meth:`~FileMap.release` does nothing and the
 resident set grows with what was read (the system trims a mapped file's pages under memory
 pressure). A file truncated while it is mapped makes a read past its new end fail with ``SIGBUS``
-(the process dies): a log being rotated by ``copytruncate`` during an analysis can do that.
+(the process dies): a log being rotated by ``copytruncate`` during an analysis can do that. The
+command line forks first when it will map a file, so that the user is told which file shrank
+(``forensics/map_guard.py``); a caller of the library is not.
 """
 
 from __future__ import annotations

@@ -568,7 +568,10 @@ def _prepared(data: Any, bounds: list[tuple[int, int]], raw_lits: list[bytes], w
             yield _prepare(data, start, end, None)
         return
     import multiprocessing
+    import os
     from concurrent.futures import Future, ProcessPoolExecutor
+
+    from forensics import orphans
 
     _SHARED = (data, raw_lits)
     if raw_lits:
@@ -577,7 +580,9 @@ def _prepared(data: Any, bounds: list[tuple[int, int]], raw_lits: list[bytes], w
     pending.append((*bounds[0], None))  # the first chunk here, while the workers start
     todo = iter(bounds[1:])
     try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        # Each worker dies with this process: one left writing a result nobody reads would wait for ever.
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=orphans.die_with, initargs=(os.getpid(),)) as pool:
 
             def submit() -> bool:
                 nxt = next(todo, None)

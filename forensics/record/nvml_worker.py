@@ -24,7 +24,6 @@ path, or ``-1`` for none).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -35,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from forensics.orphans import die_with_parent
 from forensics.record.deadline import CallGuard, map_page_arg
 from forensics.record.lifeline import LIFELINE_ARG, hold_lifeline
 from forensics.record.nvml import GpuInfo, Nvml, NvmlUnavailable, event_mask
@@ -56,16 +56,6 @@ class Control:
         data = (json.dumps(msg, separators=(",", ":")) + "\n").encode()
         with self._lock, contextlib.suppress(OSError):
             os.write(1, data)
-
-
-def _die_with_parent() -> None:
-    if sys.platform == "win32":  # no death signal there: the lifeline does it
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def events_file(bundle: Path) -> AppendFile:
@@ -158,7 +148,7 @@ def _expected_parent() -> int:
 
 
 def run(bundle: Path, interval: float, page_arg: str, write_static: bool, lifeline: bool = False) -> int:
-    _die_with_parent()
+    die_with_parent()
     parent = _expected_parent()
     if os.getppid() != parent:  # the recorder died before PR_SET_PDEATHSIG was armed: nobody will stop us
         return 0
