@@ -27,7 +27,8 @@ EXIT_SHRANK = 2
 
 
 def mapped_inputs(paths: Iterable[str]) -> dict[str, int]:
-    """The regular files among ``paths`` (directories walked) that will be mapped: path -> size."""
+    """The regular files among ``paths`` (directories walked) big enough to be mapped: path -> size
+    (a compressed one among them is read instead; guarding it costs a fork, nothing more)."""
     found: dict[str, int] = {}
     for path in paths:
         if path == "-":
