@@ -9,7 +9,9 @@ Read from the root cause's and its consequences' evidence, strongest basis first
 2. the GPU or rank a hardware / process error names (an Xid, a GPU lost, a CUDA error or OOM on
    one rank, a worker killed by a signal the launcher did not send); the ranks of the
    consequences (watchdog timeouts, ranks the launcher terminated) are the victims;
-3. a symptom alone (every rank timed out, nothing else): the victims are known, the culprit is not.
+3. a symptom alone (every rank timed out, nothing else): the victims are known, the culprit is not —
+   unless the symptom names it: ranks that lost the c10d store while waiting for another rank's NCCL
+   id (``store->get('0') got error: Connection reset by peer``) name the rank whose process ended.
 
 Ranks and GPUs are joined where the logs say which rank used which GPU (NCCL ``Init COMPLETE``
 lines), or where both sides single out the same numbers on one host (rank i on GPU i).
@@ -140,6 +142,7 @@ def _from_errors(acc: _Acc, root: Finding, consequences: Sequence[Finding],
             r = e.rank if e.rank is not None else e.attrs.get("rank")
             if isinstance(r, int) and not isinstance(r, bool) and r not in acc.c_ranks:
                 acc.v_ranks.add(r)
+        _store_host_gone(acc, root)
         return
     named = False
     acc.c_ranks |= {r for e in root.evidence  # every rank the root's own error shows up on
@@ -181,6 +184,35 @@ def _from_errors(acc: _Acc, root: Finding, consequences: Sequence[Finding],
 
 
 _HARDWARE = ("xid", "gpu-lost", "nvrm", "ecc", "aer")
+#: ``[15] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store
+#: by key '0', but store->get('0') got error: Connection reset by peer`` (PyTorch's own message goes on:
+#: "a possible application crash on rank 0"); before 2.0 spelled "retreiving" and "got exception".
+_STORE_HOST_GONE = re.compile(r"\[(\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from "
+                              r"\[(\d+)\] via c10d key-value store.*got (?:error|exception): "
+                              r".*(Connection reset by peer|Broken pipe|Connection refused)")
+
+
+def _store_host_gone(acc: _Acc, root: Finding) -> None:
+    """Ranks that lost the c10d store while they waited for the NCCL id: the rank whose id they waited
+    for is the culprit (its process, holding the store, ended), they are its victims."""
+    lost: dict[int, int] = {}  # waiting rank -> the rank it waited for
+    reason = ""
+    for e in root.evidence:
+        m = _STORE_HOST_GONE.search(e.text)
+        if m:
+            lost[int(m.group(1))] = int(m.group(2))
+            reason = m.group(3)
+    roots = set(lost.values())
+    if len(roots) != 1 or not lost:
+        return
+    (culprit,) = roots
+    waiting = set(lost) - roots
+    if not waiting:
+        return
+    acc.c_ranks.add(culprit)
+    acc.v_ranks |= waiting
+    acc.add_why(f"{_nums('rank', waiting)} lost the c10d store ({reason}) while waiting for rank {culprit}'s "
+                f"NCCL id: rank {culprit}'s process had ended (its own output says why)", root.signature)
 
 
 def _root_gpus(acc: _Acc, root: Finding, index: dict[tuple[str | None, str], int], rank_of: dict[str, int]) -> None:
