@@ -138,8 +138,9 @@ _LONG_BAR = 64
 # Anything that makes a progress line worth a closer look: a glued record, an anomaly, escapes.
 _RAW_ODD = lazy_compile("|".join(re.escape(h) for h in (*START_HINTS, *_ANOMALY_HINTS, "\x1b", "^M")).encode())
 #: Megatron's counters when they are 0 (``number of nan iterations:   0 |``): not an anomaly.
-_ZERO_ITERS = lazy_compile(r"number of (?:nan|skipped) iterations:\s*0\b")
-_ZERO_ITERS_RAW = lazy_compile(_ZERO_ITERS.pattern.encode())
+_ZERO_ITERS_SOURCE = r"number of (?:nan|skipped) iterations:\s*0\b"
+_ZERO_ITERS = lazy_compile(_ZERO_ITERS_SOURCE)
+_ZERO_ITERS_RAW = lazy_compile(_ZERO_ITERS_SOURCE.encode())
 _SIGNAL_WORDS = ("Killed", "fault", "Aborted", "Bus error", "exception", "instruction")
 #: Lines each signature anchor may contribute on its own (an anchor that is chatter in this log stops there).
 NOTABLE_LINES = 1000

@@ -203,7 +203,7 @@ def _store_host_gone(acc: _Acc, root: Finding) -> None:
             lost[int(m.group(1))] = int(m.group(2))
             reason = m.group(3)
     roots = set(lost.values())
-    if len(roots) != 1 or not lost:
+    if len(roots) != 1:
         return
     (culprit,) = roots
     waiting = set(lost) - roots

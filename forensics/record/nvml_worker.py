@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from forensics.orphans import die_with_parent
+from forensics.orphans import die_with
 from forensics.record.deadline import CallGuard, map_page_arg
 from forensics.record.lifeline import LIFELINE_ARG, hold_lifeline
 from forensics.record.nvml import GpuInfo, Nvml, NvmlUnavailable, event_mask
@@ -148,10 +148,8 @@ def _expected_parent() -> int:
 
 
 def run(bundle: Path, interval: float, page_arg: str, write_static: bool, lifeline: bool = False) -> int:
-    die_with_parent()
     parent = _expected_parent()
-    if os.getppid() != parent:  # the recorder died before PR_SET_PDEATHSIG was armed: nobody will stop us
-        return 0
+    die_with(parent)  # (and gone at once if the recorder died before the death signal was armed)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform != "win32":
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
