@@ -1,0 +1,202 @@
+"""Build a producer's message catalogue from its raw entries and its mapping rules (docs/catalogs.md).
+
+    python tools/catalogs/build.py PRODUCER --raw raw.json            # write forensics/catalogs/PRODUCER.toml
+    python tools/catalogs/build.py PRODUCER --snapshot DIR [--check]  # run the extractor on a snapshot first
+    python tools/catalogs/build.py PRODUCER --check                   # rebuild from the shipped raw fields
+
+Raw entries are what an extractor (``tools/catalogs/<producer>.py``, a function ``extract(root: Path) ->
+list[dict]``) read from the producer's source: ``id``, ``format``, ``text``, ``where``, ``level`` and,
+where known, ``code`` and ``versions``. The rules (``tools/catalogs/rules/<producer>.toml``) give each
+entry its ``severity``, ``class`` and ``signature``: ``[[rule]]`` tables tried in order (the first whose
+conditions all hold wins), then ``[[override]]`` tables by id. An entry no rule maps is an error: every
+message the producer defines is mapped on purpose, none by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import sys
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOGS = ROOT / "forensics" / "catalogs"
+RULES = Path(__file__).resolve().parent / "rules"
+HERE = Path(__file__).resolve().parent
+
+RAW_FIELDS = ("id", "format", "text", "where", "level", "code", "versions")
+MAPPED_FIELDS = ("severity", "class", "signature", "matchable")
+FIELD_ORDER = ("id", "format", "text", "where", "level", "code", "versions", "severity", "class", "signature",
+               "matchable")
+SEVERITIES = ("error", "warning", "info")
+#: Fixed characters a text needs before it is matched at all (shorter ones only count for coverage).
+MIN_FIXED = 12
+_RULE_KEYS = {"text", "format", "where", "level", "id", "code", "severity", "class", "signature", "note"}
+
+
+def fragments(text: str) -> list[str]:
+    """The literal pieces of a ``text`` between its ``{}`` placeholders (``{{``/``}}`` are literal braces)."""
+    pieces: list[str] = []
+    current: list[str] = []
+    i = 0
+    while i < len(text):
+        two = text[i:i + 2]
+        if two in ("{{", "}}"):
+            current.append(two[0])
+            i += 2
+        elif two == "{}":
+            pieces.append("".join(current))
+            current = []
+            i += 2
+        else:
+            current.append(text[i])
+            i += 1
+    pieces.append("".join(current))
+    return pieces
+
+
+def matchable(text: str) -> bool:
+    return sum(len(p.strip()) for p in fragments(text)) >= MIN_FIXED
+
+
+def _rule_holds(rule: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
+    for key in ("text", "format", "where", "id", "code"):
+        if key in rule and not re.search(rule[key], str(entry.get(key, "")), re.S):
+            return False
+    if "level" in rule:
+        levels = rule["level"] if isinstance(rule["level"], list) else [rule["level"]]
+        if entry.get("level") not in levels:
+            return False
+    return True
+
+
+def apply_rules(raw: Sequence[Mapping[str, Any]], rules: Mapping[str, Any]) -> list[dict[str, Any]]:
+    classes = {c["id"] for c in rules.get("class", [])}
+    overrides = {o["id"]: o for o in rules.get("override", [])}
+    for rule in rules.get("rule", []):
+        unknown = set(rule) - _RULE_KEYS
+        if unknown:
+            raise SystemExit(f"rule {rule}: unknown keys {sorted(unknown)}")
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for entry in raw:
+        if entry["id"] in seen:
+            raise SystemExit(f"duplicate message id {entry['id']!r}")
+        seen.add(entry["id"])
+        mapped = {k: entry[k] for k in RAW_FIELDS if entry.get(k) not in (None, "", [])}
+        rule = next((r for r in rules.get("rule", []) if _rule_holds(r, entry)), None)
+        chosen: dict[str, Any] = dict(rule) if rule else {}
+        chosen.update(overrides.get(entry["id"], {}))
+        if "severity" not in chosen:
+            raise SystemExit(f"no rule maps {entry['id']!r} ({entry['where']}): {entry['format'][:120]!r}")
+        if chosen["severity"] not in SEVERITIES:
+            raise SystemExit(f"{entry['id']}: severity {chosen['severity']!r} is not one of {SEVERITIES}")
+        mapped["severity"] = chosen["severity"]
+        if chosen.get("class"):
+            mapped["class"] = chosen["class"]
+        elif chosen["severity"] != "info":
+            raise SystemExit(f"{entry['id']}: an {chosen['severity']} message needs a class")
+        if chosen.get("signature"):
+            mapped["signature"] = chosen["signature"]
+        if not matchable(entry["text"]):
+            mapped["matchable"] = False
+        out.append(mapped)
+    known = classes | _classes_elsewhere(rules.get("catalog", {}).get("producer", ""))
+    for m in out:
+        if m.get("class") and m["class"] not in known:
+            raise SystemExit(f"{m['id']}: class {m['class']!r} is defined in no catalogue")
+    return out
+
+
+def _classes_elsewhere(producer: str) -> set[str]:
+    ids: set[str] = set()
+    for path in sorted(RULES.glob("*.toml")):
+        if path.stem != producer:
+            ids |= {c["id"] for c in tomllib.loads(path.read_text()).get("class", [])}
+    return ids
+
+
+# A small TOML writer: strings, integers, booleans and lists of strings are all a catalogue holds.
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    if isinstance(v, list):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to a catalogue")
+
+
+def _table(name: str, fields: Mapping[str, Any], order: Iterable[str] | None = None) -> list[str]:
+    keys = list(order) if order else list(fields)
+    keys += [k for k in fields if k not in keys]
+    return [name] + [f"{k} = {_value(fields[k])}" for k in keys if k in fields]
+
+
+def render(rules: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]) -> str:
+    header = rules["catalog"]
+    lines = [f"# The {header['title']} message catalogue. Generated by tools/catalogs/build.py from",
+             f"# {header.get('extractor', 'its extractor')} and tools/catalogs/rules/{header['producer']}.toml:"
+             " do not edit; see docs/catalogs.md.", ""]
+    lines += _table("[catalog]", {**header, "count": len(messages)})
+    for cls in rules.get("class", []):
+        lines += [""] + _table("[[class]]", cls, ("id", "title", "severity", "next"))
+    for m in messages:
+        lines += [""] + _table("[[message]]", m, FIELD_ORDER)
+    return "\n".join(lines) + "\n"
+
+
+def _load_extractor(producer: str) -> Any:
+    path = HERE / f"{producer}.py"
+    spec = importlib.util.spec_from_file_location(f"catalog_extractor_{producer}", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"no extractor {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def shipped_raw(producer: str) -> list[dict[str, Any]]:
+    data = tomllib.loads((CATALOGS / f"{producer}.toml").read_text())
+    return [{k: m[k] for k in RAW_FIELDS if k in m} for m in data.get("message", [])]
+
+
+def build(producer: str, raw: Sequence[Mapping[str, Any]]) -> str:
+    rules = tomllib.loads((RULES / f"{producer}.toml").read_text())
+    return render(rules, apply_rules(raw, rules))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("producer")
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--raw", type=Path, help="raw entries as JSON (a list of objects)")
+    src.add_argument("--snapshot", type=Path, help="a checkout or export of the producer's source at the pin")
+    ap.add_argument("--check", action="store_true", help="compare with the shipped catalogue, write nothing")
+    args = ap.parse_args(argv)
+    if args.raw:
+        raw = json.loads(args.raw.read_text())
+    elif args.snapshot:
+        raw = _load_extractor(args.producer).extract(args.snapshot)
+    else:
+        raw = shipped_raw(args.producer)
+    text = build(args.producer, raw)
+    target = CATALOGS / f"{args.producer}.toml"
+    if args.check:
+        same = target.is_file() and target.read_text() == text
+        print(f"{args.producer}: {'identical' if same else 'DIFFERS from'} {target.relative_to(ROOT)}")
+        return 0 if same else 1
+    target.write_text(text)
+    print(f"{args.producer}: {text.count('[[message]]')} messages -> {target.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
