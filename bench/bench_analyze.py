@@ -190,8 +190,9 @@ def generate(path: Path, size_mb: float, seed: int = 7) -> int:
 
 def anchor_literals() -> list[bytes]:
     """What grep is given: the signatures' anchors plus the parsers' own trigger literals."""
-    from forensics import match
     from forensics.parsers import process_output
+
+    from forensics import match
 
     lits = set(match.notable_literals(match.load_signatures()))
     lits.update(process_output.TRIGGER_LITERALS + process_output.BAR_LITERALS)

@@ -17,18 +17,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forensics.clocksync import kinds_json
 from forensics.events import Event, MetricSample
 from forensics.findings import Finding, Verdict
-from forensics.sources import InputFile, Limits, expand_inputs, input_size
-from forensics.textdoc import TextDocument
-from forensics.timeline import Timeline, build_timeline, place_boot_relative, plausible_metrics
+from forensics.ingest.sources import InputFile, Limits, expand_inputs, input_size
+from forensics.ingest.textdoc import TextDocument
+from forensics.timeline.clocksync import kinds_json
+from forensics.timeline.merge import Timeline, build_timeline, place_boot_relative, plausible_metrics
 
 if TYPE_CHECKING:
-    from forensics.filters import TimelineFilter
-    from forensics.postmortem.environment import BundleFacts
-    from forensics.progress import Progress
-    from forensics.topology import Topology
+    from forensics.ingest.environment import BundleFacts
+    from forensics.ingest.meter import Progress
+    from forensics.timeline.filters import TimelineFilter
+    from forensics.timeline.topology import Topology
 
 __all__ = ["Analysis", "Options", "SourceReport", "analyze", "bundle_facts", "parse_input"]
 
@@ -69,8 +69,8 @@ class Analysis:
 
     @cached_property
     def topology(self) -> Topology:
-        """Each GPU's PCIe link, the paths between GPUs and chipset/switch attachment (forensics/topology.py)."""
-        from forensics.topology import read_topology
+        """Each GPU's PCIe link, the paths between GPUs and chipset/switch attachment (timeline/topology.py)."""
+        from forensics.timeline.topology import read_topology
 
         return read_topology(self.timeline.events, self.timeline.metrics)
 
@@ -113,11 +113,12 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
 ]:
     """Detect one file's format and parse it. Never raises on bad content. ``progress`` hears the
     fraction of the parse done (see ``TextDocument.progress``)."""
-    from forensics.bundle import receipt_lookup
-    from forensics.parsers import ParseContext, detect
+    from forensics.ingest.bundle import receipt_lookup
+    from forensics.ingest.safe_pickle import is_pickle
+    from forensics.parsers.common.base import ParseContext
+    from forensics.parsers.common.presentation import learn as learn_presentation
     from forensics.parsers.flight_recorder import pickle_to_json
-    from forensics.parsers.safe_pickle import is_pickle
-    from forensics.presentation import learn as learn_presentation
+    from forensics.parsers.registry import detect
 
     warnings = list(item.warnings)
     if not item.raw:
@@ -131,7 +132,7 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         if not raw:
             warnings += [f"{item.display}: {n}" for n in notes]
             return SourceReport(item.display, "pickle", item.host, 0, warnings=warnings), [], []
-    from forensics.binary import binary_kind
+    from forensics.ingest.binary import binary_kind
 
     what = binary_kind(raw)
     if what is not None:
@@ -152,8 +153,9 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         receipt_ts=receipt_lookup(item.receipt_index) if shown is None else shown.receipts(
             receipt_lookup(item.receipt_index)),  # a peeled collector stamp is a receipt time
         notable=notable,
+        detect=detect,
     )
-    from forensics.parse_guard import parse_guarded
+    from forensics.parsers.common.guard import parse_guarded
 
     work.progress = progress
     try:
@@ -180,7 +182,7 @@ def analyze(paths: Sequence[str], options: Options | None = None,
     """Read every input, build one timeline, and run the signatures over it.
 
     ``progress(name)`` is called as each input file begins; ``on_progress`` gets a
-    :class:`~forensics.progress.Progress` (input bytes done of the total, the file) a few times a
+    :class:`~forensics.ingest.meter.Progress` (input bytes done of the total, the file) a few times a
     second, also within one big file, and once more, full, when all files are read."""
     from forensics import match
     from forensics.match.unrecognized import attach_output_tail
@@ -191,7 +193,7 @@ def analyze(paths: Sequence[str], options: Options | None = None,
     meter = None
     parse_share = 1.0
     if on_progress is not None:
-        from forensics.progress import READ_SHARE, Meter
+        from forensics.ingest.meter import READ_SHARE, Meter
 
         meter = Meter(input_size(paths, options.limits), on_progress)
         parse_share = 1.0 - READ_SHARE
@@ -219,7 +221,7 @@ def analyze(paths: Sequence[str], options: Options | None = None,
 def output_tail(sources: Sequence[SourceReport], bundle: str, n: int = 20) -> dict[str, list[str]]:
     """The last ``n`` non-empty lines of a bundle's ``stderr.log`` and ``stdout.log`` (bar redraws
     reduced to their last state, escape codes removed)."""
-    from forensics.parsers.stream_text import clean
+    from forensics.parsers.common.stream_text import clean
 
     out: dict[str, list[str]] = {}
     for s in sources:
@@ -242,7 +244,7 @@ JSON_VERSION = 1
 def bundle_facts(paths: Sequence[str]) -> list[BundleFacts]:
     """The machine, software and run facts of every bundle behind ``paths`` (manifest and ``host/``
     snapshots, which :func:`analyze` leaves out as evidence), for reports, ``diff`` and ``pack``."""
-    from forensics.postmortem.environment import read_bundle_facts
+    from forensics.ingest.environment import read_bundle_facts
 
     return read_bundle_facts(list(paths))
 
@@ -250,8 +252,8 @@ def bundle_facts(paths: Sequence[str]) -> list[BundleFacts]:
 def to_json_dict(analysis: Analysis) -> dict[str, Any]:
     """The stable, versioned JSON contract (docs/design.md, docs/analyze.schema.json), credentials
     redacted (forensics/secrets.py)."""
-    from forensics.report import iso
     from forensics.secrets import redact_tree
+    from forensics.units import iso
 
     v = analysis.verdict
     return redact_tree({  # evidence quotes what the child printed, which may hold a credential
@@ -326,7 +328,7 @@ def _blame_json(v: Verdict) -> dict[str, Any] | None:
 
 
 def _timeline_summary(timeline: Timeline) -> dict[str, Any]:
-    from forensics.report import iso
+    from forensics.units import iso
 
     span = timeline.span
     return {

@@ -22,8 +22,8 @@ from forensics.errors import ForensicsError, UsageError
 
 if TYPE_CHECKING:
     from forensics.analysis import Analysis, Options
-    from forensics.filters import TimelineFilter
-    from forensics.progress import ProgressLine
+    from forensics.ingest.meter import ProgressLine
+    from forensics.timeline.filters import TimelineFilter
 
 __all__ = ["main"]
 
@@ -64,7 +64,7 @@ def _parse_tz(name: str | None) -> tzinfo | None:
 
 
 def _timeline_filter(args: argparse.Namespace, tz: tzinfo | None) -> TimelineFilter | None:
-    from forensics.filters import TimelineFilter, parse_bound, parse_ranks
+    from forensics.timeline.filters import TimelineFilter, parse_bound, parse_ranks
 
     since, until = getattr(args, "since", None), getattr(args, "until", None)  # commands without the filters
     hosts = frozenset(h.strip() for item in (getattr(args, "host", None) or []) for h in item.split(",") if h.strip())
@@ -84,8 +84,8 @@ def _analysis_options(args: argparse.Namespace) -> Options:
 
 def _plan(args: argparse.Namespace, mode: str) -> list[list[str]]:
     """The analyses to run: a directory of several bundles stands for its newest unless ``--each`` or
-    ``--merge`` (``forensics/runs.py``); the choice is said on stderr."""
-    from forensics.runs import plan
+    ``--merge`` (``forensics/ingest/run_dirs.py``); the choice is said on stderr."""
+    from forensics.ingest.run_dirs import plan
 
     p = plan(args.paths, mode)
     for notice in p.notices:
@@ -97,7 +97,7 @@ def _progress_line(args: argparse.Namespace) -> ProgressLine | None:
     """The progress bar on stderr, unless ``--quiet`` or stderr is not a terminal."""
     if args.quiet or not sys.stderr.isatty():
         return None
-    from forensics.progress import ProgressLine
+    from forensics.ingest.meter import ProgressLine
 
     return ProgressLine(sys.stderr)
 
@@ -132,7 +132,7 @@ def _run_analysis(paths: Sequence[str], args: argparse.Namespace, options: Optio
 def cmd_analyze(args: argparse.Namespace) -> int:
     from forensics.analysis import dumps
     from forensics.colour import write_report
-    from forensics.report import render_text
+    from forensics.text_report import render_text
 
     if args.each and args.merge:
         raise UsageError("--each and --merge exclude each other")
@@ -154,7 +154,6 @@ def _analyze_each(groups: list[list[str]], args: argparse.Namespace, options: Op
 
     from forensics.analysis import JSON_VERSION, to_json_dict
     from forensics.colour import write_report
-    from forensics.runs import summary_line
 
     statuses: list[int] = []
     runs: list[dict[str, object]] = []
@@ -165,7 +164,7 @@ def _analyze_each(groups: list[list[str]], args: argparse.Namespace, options: Op
         if args.format == "json":
             runs.append({"paths": group, "status": statuses[-1], "analysis": to_json_dict(analysis)})
         else:
-            lines.append(summary_line(" ".join(group), analysis))
+            lines.append(_summary_line(" ".join(group), analysis))
     if args.format == "json":
         sys.stdout.write(json.dumps({"version": JSON_VERSION, "runs": runs}, indent=2, ensure_ascii=False) + "\n")
     else:
@@ -204,17 +203,17 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.transforms is not None:
-        from forensics.match.invariance import run_invariance
+        from forensics.evaluation.invariance import run_invariance
 
         names = [n for n in args.transforms.split(",") if n] or None
         return run_invariance([Path(c) for c in args.corpus], names, _signature_dirs(args), verbose=args.verbose)
-    from forensics.match.evaluate import run_eval
+    from forensics.evaluation.evaluate import run_eval
 
     return max(run_eval(Path(c), _signature_dirs(args), verbose=args.verbose) for c in args.corpus)
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    from forensics.match.lint import run_lint
+    from forensics.evaluation.lint import run_lint
 
     return run_lint([Path(d) for d in args.dirs])
 
@@ -420,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         quiet_blas_threads()
         if args.command in _ANALYZING:
             if argv is None:  # run as the program (a caller of main(argv) keeps its one process)
-                from forensics.map_guard import guard
+                from forensics.ingest.map_guard import guard
 
                 guard([*getattr(args, "paths", ()), *getattr(args, "a", ()), *getattr(args, "b", ())])
             _import_analyzer()
@@ -437,3 +436,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _summary_line(name: str, analysis: Analysis) -> str:
+    """One line for ``--each``: the run, how it ended (when recorded), and the verdict."""
+    v = analysis.verdict
+    parts = [name]
+    for rec in analysis.recordings[:1]:
+        ended = rec.get("status") or "?"
+        if rec.get("signal"):
+            ended += f", signal {rec['signal']}"
+        elif rec.get("exit_code") is not None:
+            ended += f", exit {rec['exit_code']}"
+        parts.append(f"[{ended}]")
+    if v.root_cause is not None:
+        parts.append(f"ROOT CAUSE: {v.root_cause.title} ({v.root_cause.signature}, {v.confidence} confidence)")
+    else:
+        parts.append(f"no failure found ({v.confidence} confidence)")
+    return "  ".join(parts)

@@ -1,6 +1,6 @@
 """Colour for the text report on a terminal, through ``rich`` (it ships with Textual).
 
-The report stays plain text (:func:`forensics.report.render_text`: it pastes into a ticket); this
+The report stays plain text (:func:`forensics.text_report.render_text`: it pastes into a ticket); this
 only styles its lines when they go to a terminal. Never when the output is a pipe or a file, nor
 when ``NO_COLOR`` is set (https://no-color.org); ``FORCE_COLOR`` forces it, as rich reads it.
 """

@@ -15,9 +15,10 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
+from forensics.parsers.common.base import ParseContext, Record, whole_text
+
 from forensics.events import Event, Origin, Severity, TsSource
-from forensics.parsers.base import ParseContext, Record, whole_text
-from forensics.textdoc import TextDocument
+from forensics.ingest.textdoc import TextDocument
 
 _MARKERS = ('"format": "gpu-forensics-bundle"', '"format":"gpu-forensics-bundle"',
             # the marker the recorder writes when recording degrades (record/degrade.py)

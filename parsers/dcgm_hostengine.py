@@ -17,11 +17,12 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.windows_events import stamp
+
 from forensics.events import Event, Severity, TsSource
+from forensics.ingest.textdoc import TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.windows_events import stamp
-from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER", "health_message"]
 

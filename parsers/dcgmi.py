@@ -11,11 +11,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.nvidia_smi_common import smi_event
+
 from forensics.events import Severity
+from forensics.ingest.textdoc import Line, TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.nvidia_smi_common import smi_event
-from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER"]
 

@@ -13,11 +13,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from forensics.events import Event, Severity, TsSource
-from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.common.base import ParseContext, Record
 from forensics.parsers.dcgm_hostengine import health_message
-from forensics.textdoc import Line, TextDocument
+
+from forensics.events import Event, Severity, TsSource
+from forensics.ingest.textdoc import Line, TextDocument
+from forensics.lazy_re import lazy_compile
 
 __all__ = ["PARSER"]
 

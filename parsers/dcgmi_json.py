@@ -15,11 +15,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from forensics.events import Event, Severity, TsSource
-from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.common.base import ParseContext, Record
 from forensics.parsers.dcgm_hostengine import health_message
-from forensics.textdoc import TextDocument
+
+from forensics.events import Event, Severity, TsSource
+from forensics.ingest.textdoc import TextDocument
+from forensics.lazy_re import lazy_compile
 
 __all__ = ["PARSER"]
 

@@ -5,16 +5,17 @@ Also read: the ``dmesg -r`` priority prefix ``<4>[...]``, the ``-x`` decode pref
 (``--time-format raw --time-format ctime``), ``-d`` deltas inside the brackets, and
 ``dmesg -t`` / grep output with no stamps at all (bare kernel messages, one per line).
 Stamps are boot-relative: events keep ``uptime_ns`` and get ``ts`` when the boot time is
-known (``ctx.boot_time_ns``) or later from a boot anchor (forensics/timeline.py).
+known (``ctx.boot_time_ns``) or later from a boot anchor (forensics/timeline/merge.py).
 """
 
 from __future__ import annotations
 
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.common.kernlog import Head, KernelLogParser, head_fraction, is_noise
+
 from forensics.clock import NS, parse_ctime
+from forensics.ingest.textdoc import TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext
-from forensics.parsers.kernlog import Head, KernelLogParser, head_fraction, is_noise
-from forensics.textdoc import TextDocument
 
 __all__ = ["DECODE_PREFIX_RE", "FACILITIES", "PARSER", "decode_prefix"]
 

@@ -8,12 +8,13 @@ Also accepts the ``-x`` decode prefix.
 
 from __future__ import annotations
 
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.common.kernlog import Head, KernelLogParser, share_detector, stamped_head
+from forensics.parsers.dmesg import decode_prefix
+
 from forensics.clock import parse_ctime
 from forensics.events import TsSource
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext
-from forensics.parsers.dmesg import decode_prefix
-from forensics.parsers.kernlog import Head, KernelLogParser, share_detector, stamped_head
 
 __all__ = ["PARSER"]
 

@@ -9,11 +9,12 @@ after an anchor are placed at anchor + summed deltas (so their error is up to th
 
 from __future__ import annotations
 
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.common.kernlog import Head, KernelLogParser, head_fraction
+from forensics.parsers.dmesg import decode_prefix
+
 from forensics.clock import month_number, uptime_ns
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext
-from forensics.parsers.dmesg import decode_prefix
-from forensics.parsers.kernlog import Head, KernelLogParser, head_fraction
 
 __all__ = ["PARSER"]
 

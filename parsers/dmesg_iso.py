@@ -7,11 +7,12 @@ A ``.`` decimal with a ``host ident:`` after the stamp is rsyslog's format (pars
 
 from __future__ import annotations
 
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.common.kernlog import Head, KernelLogParser, share_detector, stamped_head
+from forensics.parsers.dmesg import decode_prefix
+
 from forensics.clock import parse_iso
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext
-from forensics.parsers.dmesg import decode_prefix
-from forensics.parsers.kernlog import Head, KernelLogParser, share_detector, stamped_head
 
 __all__ = ["PARSER"]
 

@@ -18,10 +18,11 @@ from collections.abc import Iterator
 from types import MappingProxyType
 from typing import Any
 
+from forensics.parsers.common.base import ParseContext, Record, whole_text
+from forensics.parsers.producers import py_traceback
+
 from forensics.events import Event, Origin, Severity, TsSource
-from forensics.parsers import py_traceback
-from forensics.parsers.base import ParseContext, Record, whole_text
-from forensics.textdoc import TextDocument
+from forensics.ingest.textdoc import TextDocument
 
 __all__ = ["PARSER"]
 

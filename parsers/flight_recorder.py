@@ -14,10 +14,10 @@ Shape (``torch/csrc/distributed/c10d/FlightRecorder*``; field names as read by
 
 The default on-timeout dumps are pickles (protocol 2, the same dict). Unpickling
 untrusted data runs code, so they are never unpickled: :func:`pickle_to_json` reads
-their plain data with :mod:`forensics.parsers.safe_pickle` (refusing any pickle that
+their plain data with :mod:`forensics.ingest.safe_pickle` (refusing any pickle that
 names objects) and writes it as JSON text, one entry per line, which this parser then
 reads like a JSON dump (``forensics.analysis.parse_input`` calls it for pickles, as
-``forensics.sources`` does for ``.evtx``); origins point at lines of that text.
+``forensics.ingest.sources`` does for ``.evtx``); origins point at lines of that text.
 
 Events (kind ``c10d``, attrs ``flight_recorder = True``): one per process group with
 the rank's ``last_enqueued``/``last_started``/``last_completed`` collective, and one
@@ -35,12 +35,13 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from forensics.parsers.common.base import ParseContext, Record, whole_text
+
 from forensics.events import Event, Origin, Severity, TsSource
+from forensics.ingest.safe_pickle import PickleError, load_plain, plain_nodes
+from forensics.ingest.textdoc import TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record, whole_text
-from forensics.parsers.base import as_int as _int
-from forensics.parsers.safe_pickle import PickleError, load_plain, plain_nodes
-from forensics.textdoc import TextDocument
+from forensics.values import as_int as _int
 
 __all__ = ["PARSER", "pickle_to_json"]
 

@@ -22,12 +22,13 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-from forensics.events import Event, TsSource
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.kernlog import FULL_PARSE_BYTES, Head, KRecord, build_event
 from forensics.parsers.dmesg import FACILITIES
-from forensics.parsers.kernel_messages import TRIGGER_LITERALS
-from forensics.parsers.kernlog import FULL_PARSE_BYTES, Head, KRecord, build_event
-from forensics.textdoc import Line, TextDocument
+from forensics.parsers.producers.kernel_messages import TRIGGER_LITERALS
+
+from forensics.events import Event, TsSource
+from forensics.ingest.textdoc import Line, TextDocument
 
 __all__ = ["PARSER"]
 
@@ -157,7 +158,7 @@ class JournalJsonParser:
         return 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
-        from forensics.parsers.user_space import hand_over
+        from forensics.parsers.common.user_space import hand_over
 
         head = doc.head(2)
         if head and head[0].startswith(("__CURSOR=", "__REALTIME_TIMESTAMP=")):

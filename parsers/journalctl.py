@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.common.kernlog import Head, KernelLogParser, is_noise, strip_ansi
+
 from forensics.clock import NS, month_number, parse_fraction_ns, parse_iso, uptime_ns
 from forensics.events import TsSource
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext
-from forensics.parsers.kernlog import Head, KernelLogParser, is_noise, strip_ansi
 
 __all__ = ["PARSER", "SyslogReader", "flavour", "flavour_detector"]
 

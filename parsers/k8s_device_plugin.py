@@ -13,12 +13,13 @@ import contextlib
 from collections.abc import Iterator
 from datetime import datetime
 
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.stream_text import Stamp, place_yearless
+from forensics.parsers.common.windows_events import stamp
+
 from forensics.events import Event, Severity, TsSource
+from forensics.ingest.textdoc import TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.stream_text import Stamp, place_yearless
-from forensics.parsers.windows_events import stamp
-from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER"]
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from forensics.events import Event, Severity, TsSource
-from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.kernlog import Head, KernelLogParser, share_detector
 from forensics.parsers.dmesg import FACILITIES
-from forensics.parsers.kernlog import Head, KernelLogParser, share_detector
-from forensics.textdoc import TextDocument
+
+from forensics.events import Event, Severity, TsSource
+from forensics.ingest.textdoc import TextDocument
+from forensics.lazy_re import lazy_compile
 
 __all__ = ["PARSER"]
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.nvidia_smi_common import normalize_bus_id, smi_event
+
 from forensics.events import Severity
+from forensics.ingest.textdoc import Line, TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.nvidia_smi_common import normalize_bus_id, smi_event
 from forensics.pcitree import PciDevice, PciTree
-from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER", "gen_of_speed"]
 

@@ -7,7 +7,7 @@ buses: ``-+-[0000:00]-`` / `` +-[0000:40]-`` / `` \\-[0000:80]-``; an old lspci 
 With ``-v`` a device that is not a bridge ends in its name; bridges never show one.
 
 Records: one ``pci-tree`` event for the whole drawing (every device with its bus range and name, for
-:mod:`forensics.topology` to join with the GPUs other files name and with bridge names from a plain
+:mod:`forensics.timeline.topology` to join with the GPUs other files name and with bridge names from a plain
 ``lspci`` list), and one ``pcie-path`` event per NVIDIA GPU the drawing names, on the GPU's own line:
 its chain of bridges from the root port and what that chain shows (:func:`forensics.pcitree.place`).
 Text around the drawing (a shell prompt, a heading) is skipped; an e-mail's ``> `` quoting is read as
@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.nvidia_smi_common import smi_event
+
 from forensics.events import Severity
+from forensics.ingest.textdoc import Line, TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.nvidia_smi_common import smi_event
 from forensics.pcitree import PciDevice, PciTree, place
-from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER", "parse_tree_lines"]
 

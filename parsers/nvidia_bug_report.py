@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from forensics.parsers.common.base import ParseContext, Record
+
 from forensics.events import Origin
+from forensics.ingest.textdoc import Line, TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER", "parse_embedded"]
 
@@ -38,9 +39,10 @@ def parse_embedded(
     head = sub.head()
     if not head:
         return
-    from forensics.parsers import detect  # the registry imports this module
-
-    parser, score = detect(head, exclude)
+    if ctx.detect is None:
+        ctx.warn("an embedded log was not read: no format detection was given to the parser", first)
+        return
+    parser, score = ctx.detect(head, exclude)
     if score < min_score:
         return
     base_receipt = ctx.receipt_ts
@@ -53,6 +55,7 @@ def parse_embedded(
         boot_time_ns=ctx.boot_time_ns,
         receipt_ts=(lambda off: base_receipt(off + first.offset)) if base_receipt else None,
         notable=ctx.notable,
+        detect=ctx.detect,
     )
     line_shift = first.no - 1
     try:

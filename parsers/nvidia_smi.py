@@ -14,11 +14,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from forensics.parsers.common.base import ParseContext, Record, whole_text
+from forensics.parsers.common.nvidia_smi_common import normalize_bus_id, number, parse_ctime, smi_event
+
 from forensics.events import MetricSample, Severity, TsSource
+from forensics.ingest.textdoc import Line, TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record, whole_text
-from forensics.parsers.nvidia_smi_common import normalize_bus_id, number, parse_ctime, smi_event
-from forensics.textdoc import Line, TextDocument
 
 __all__ = ["ERRORS", "PARSER", "match_error"]
 

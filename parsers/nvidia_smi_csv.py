@@ -14,12 +14,13 @@ import re
 from collections.abc import Iterator
 from datetime import datetime
 
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.nvidia_smi_common import normalize_bus_id, number, smi_event
+from forensics.parsers.common.windows_events import stamp
+
 from forensics.events import MetricSample, TsSource
+from forensics.ingest.textdoc import TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.nvidia_smi_common import normalize_bus_id, number, smi_event
-from forensics.parsers.windows_events import stamp
-from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER", "QUERY_COLUMNS"]
 

@@ -10,12 +10,13 @@ import re
 from collections.abc import Iterator
 from datetime import datetime
 
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.nvidia_smi_common import number
+from forensics.parsers.common.windows_events import stamp
+
 from forensics.events import MetricSample, TsSource
+from forensics.ingest.textdoc import Line, TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.nvidia_smi_common import number
-from forensics.parsers.windows_events import stamp
-from forensics.textdoc import Line, TextDocument
 
 __all__ = ["DMON_HEADER", "PARSER", "columns_of", "row_stamp", "table_rows"]
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.nvidia_smi_common import number, smi_event
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.nvidia_smi_common import number, smi_event
 from forensics.parsers.nvidia_smi_dmon import DMON_HEADER, columns_of, row_stamp, table_rows
-from forensics.textdoc import TextDocument
+
+from forensics.ingest.textdoc import TextDocument
 
 __all__ = ["PARSER"]
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.nvidia_smi_common import GpuFacts, facts_records, normalize_bus_id, number, parse_ctime
+
 from forensics.events import TsSource
+from forensics.ingest.textdoc import TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.nvidia_smi_common import GpuFacts, facts_records, normalize_bus_id, number, parse_ctime
-from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER", "facts_from_leaves"]
 

@@ -9,12 +9,13 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
-from forensics.events import TsSource
-from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record, whole_text
-from forensics.parsers.nvidia_smi_common import GpuFacts, facts_records, normalize_bus_id, parse_ctime
+from forensics.parsers.common.base import ParseContext, Record, whole_text
+from forensics.parsers.common.nvidia_smi_common import GpuFacts, facts_records, normalize_bus_id, parse_ctime
 from forensics.parsers.nvidia_smi_q import Leaves, facts_from_leaves
-from forensics.textdoc import TextDocument
+
+from forensics.events import TsSource
+from forensics.ingest.textdoc import TextDocument
+from forensics.lazy_re import lazy_compile
 
 __all__ = ["PARSER"]
 

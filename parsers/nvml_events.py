@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from forensics.parsers.common.base import ParseContext, Record, json_objects
+
 from forensics.events import Event, Severity, TsSource
-from forensics.parsers.base import ParseContext, Record, json_objects
-from forensics.textdoc import TextDocument
+from forensics.ingest.textdoc import TextDocument
 
 FORMAT = "gpu-forensics-nvml-events"
 

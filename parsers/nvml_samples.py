@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from forensics.parsers.common.base import ParseContext, Record, json_objects
+
 from forensics.events import Event, MetricSample, TsSource
-from forensics.parsers.base import ParseContext, Record, json_objects
-from forensics.textdoc import Line, TextDocument
+from forensics.ingest.textdoc import Line, TextDocument
 
 FORMAT = "gpu-forensics-nvml"
 DISCRETE = frozenset({"clock_reasons", "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "pcie_replay",

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from forensics.parsers.base import ParseContext, Record
+from forensics.parsers.common.base import ParseContext, Record
 from forensics.parsers.process_output import scan
-from forensics.textdoc import TextDocument
+
+from forensics.ingest.textdoc import TextDocument
 
 
 class PlainTextParser:

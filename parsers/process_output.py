@@ -12,7 +12,7 @@ How it reads a file of any size without turning it into millions of objects:
    traceback glued to a tqdm bar or a whole stderr pasted as one line still yields every record.
 3. Each piece goes to the record modules (``c10d``, ``py_traceback``, ``torchrun``,
    ``nccl_debug``, ``slurm``, ``progress``); a multi-line record reads forward from its first
-   line through a :class:`~forensics.parsers.stream_text.Follower` that steps over other ranks'
+   line through a :class:`~forensics.parsers.common.stream_text.Follower` that steps over other ranks'
    interleaved lines, and the lines it used are not read again.
 4. Progress lines are thinned (``progress.Thinner``): anomalies always kept, the rest an evenly
    spaced series of at most ~2k per file.
@@ -32,23 +32,9 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from forensics.clock import YEAR_INFERRED
-from forensics.events import EMPTY_ATTRS, Event, Origin, Severity, TsSource
-from forensics.lazy_re import lazy_compile
-from forensics.parsers import (
-    c10d,
-    hang_stack,
-    nccl_debug,
-    progress,
-    py_traceback,
-    rank_activity,
-    slurm,
-    stack_reader,
-    template_scan,
-    torchrun,
-)
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.stream_text import (
+from forensics.parsers.common import stack_reader, template_scan
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.stream_text import (
     START_HINTS,
     Body,
     Follower,
@@ -61,8 +47,22 @@ from forensics.parsers.stream_text import (
     srun_labelled,
     timestamp,
 )
-from forensics.parsers.templates import Template, Templates
-from forensics.textdoc import Data, Line, TextDocument
+from forensics.parsers.common.templates import Template, Templates
+from forensics.parsers.producers import (
+    c10d,
+    hang_stack,
+    nccl_debug,
+    py_traceback,
+    rank_activity,
+    slurm,
+    torchrun,
+)
+from forensics.parsers.producers import training_progress as progress
+
+from forensics.clock import YEAR_INFERRED
+from forensics.events import EMPTY_ATTRS, Event, Origin, Severity, TsSource
+from forensics.ingest.textdoc import Data, Line, TextDocument
+from forensics.lazy_re import lazy_compile
 
 __all__ = [
     "ANOMALY_LITERALS",

@@ -3,7 +3,7 @@
 Each line is ``[2024-02-20T16:06:16.269] message`` (``LogTimeFormat=iso8601_ms``, the default;
 ``iso8601`` drops the milliseconds, ``rfc5424`` adds the zone); ``slurmstepd``'s lines in
 ``slurmd.log`` carry the step first (``[50.batch] done with job``). The messages are read by
-:func:`forensics.parsers.slurm.parse_daemon`: a step launched on this node, a batch job started,
+:func:`forensics.parsers.producers.slurm.parse_daemon`: a step launched on this node, a batch job started,
 a step done, the controller allocating nodes or completing a job, and errors. The rest (plugin
 chatter, debug lines) stays in the file. The stamps are the node's local wall clock (placed with
 ``--tz`` or a bundle's zone when known, else marked ``local``).
@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.producers.slurm import parse_daemon, severity
+
 from forensics.clock import parse_iso
 from forensics.events import Event, TsSource
+from forensics.ingest.textdoc import TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.slurm import parse_daemon, severity
-from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER"]
 

@@ -5,8 +5,8 @@ too); only detection and the source kind differ."""
 
 from __future__ import annotations
 
-from forensics.parsers import faulthandler_dump, gdb_bt, py_spy
 from forensics.parsers.process_output import StreamParser
+from forensics.parsers.producers import faulthandler_dump, gdb_bt, py_spy
 
 __all__ = ["FAULTHANDLER_PARSER", "GDB_PARSER", "PY_SPY_PARSER"]
 

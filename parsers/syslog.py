@@ -11,9 +11,9 @@ which of the two kinds a file is.
 
 from __future__ import annotations
 
-from forensics.parsers.base import ParseContext
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.common.kernlog import KernelLogParser
 from forensics.parsers.journalctl import SyslogReader, flavour_detector
-from forensics.parsers.kernlog import KernelLogParser
 
 __all__ = ["PARSER"]
 

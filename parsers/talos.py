@@ -7,10 +7,11 @@ then an RFC 3339 UTC stamp with up to nanoseconds (a trailing zero may be droppe
 
 from __future__ import annotations
 
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.common.kernlog import Head, KernelLogParser, share_detector
+
 from forensics.clock import parse_iso
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext
-from forensics.parsers.kernlog import Head, KernelLogParser, share_detector
 
 __all__ = ["PARSER"]
 

@@ -12,11 +12,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.nvidia_smi_common import MONTHS
+
 from forensics.events import Event, Severity, TsSource
+from forensics.ingest.textdoc import Line, TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.nvidia_smi_common import MONTHS
-from forensics.textdoc import Line, TextDocument
 
 __all__ = ["PARSER"]
 

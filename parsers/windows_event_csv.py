@@ -13,17 +13,18 @@ import csv
 import io
 from collections.abc import Iterator
 
-from forensics.events import TsSource
-from forensics.parsers.base import ParseContext, Record, whole_text
-from forensics.parsers.windows_event_text import insertion_strings
-from forensics.parsers.windows_events import (
+from forensics.parsers.common.base import ParseContext, Record, whole_text
+from forensics.parsers.common.windows_events import (
     build_winevent,
     guess_date_order,
     level_from_name,
     parse_local_datetime,
     stamp,
 )
-from forensics.textdoc import Line, TextDocument
+from forensics.parsers.windows_event_text import insertion_strings
+
+from forensics.events import TsSource
+from forensics.ingest.textdoc import Line, TextDocument
 
 __all__ = ["PARSER"]
 

@@ -15,18 +15,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from forensics.events import TsSource
-from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.nvidia_smi_common import MONTHS
-from forensics.parsers.windows_events import (
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.nvidia_smi_common import MONTHS
+from forensics.parsers.common.windows_events import (
     build_winevent,
     guess_date_order,
     level_from_name,
     parse_local_datetime,
     stamp,
 )
-from forensics.textdoc import Line, TextDocument
+
+from forensics.events import TsSource
+from forensics.ingest.textdoc import Line, TextDocument
+from forensics.lazy_re import lazy_compile
 
 __all__ = ["PARSER"]
 

@@ -19,11 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from forensics.events import TsSource
-from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record
-from forensics.parsers.windows_event_xml import iter_event_xml, salvage_event_xml
-from forensics.parsers.windows_events import (
+from forensics.parsers.common.base import ParseContext, Record
+from forensics.parsers.common.windows_events import (
     build_winevent,
     guess_date_order,
     level_from_name,
@@ -31,7 +28,11 @@ from forensics.parsers.windows_events import (
     parse_local_datetime,
     stamp,
 )
-from forensics.textdoc import Line, TextDocument
+from forensics.parsers.windows_event_xml import iter_event_xml, salvage_event_xml
+
+from forensics.events import TsSource
+from forensics.ingest.textdoc import Line, TextDocument
+from forensics.lazy_re import lazy_compile
 
 __all__ = ["PARSER", "insertion_strings"]
 

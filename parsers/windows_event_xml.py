@@ -16,11 +16,12 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from typing import Any
 
+from forensics.parsers.common.base import ParseContext, Record, whole_text
+from forensics.parsers.common.windows_events import build_winevent, parse_iso_utc
+
 from forensics.events import TsSource
+from forensics.ingest.textdoc import TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.parsers.base import ParseContext, Record, whole_text
-from forensics.parsers.windows_events import build_winevent, parse_iso_utc
-from forensics.textdoc import TextDocument
 
 __all__ = ["PARSER", "iter_event_xml", "salvage_event_xml"]
 

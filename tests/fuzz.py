@@ -64,7 +64,7 @@ class Result:
 
 def seeds() -> list[tuple[str, bytes]]:
     """(name, bytes) of every seed, in a stable order."""
-    from forensics.parsers import PARSERS
+    from forensics.parsers.registry import PARSERS
 
     out: list[tuple[str, bytes]] = []
     for base in (ROOT / "tests" / "corpus", ROOT / "samples"):
@@ -232,7 +232,7 @@ def _alarm(_signum: int, _frame: object) -> None:
 def check(path: Path) -> None:
     """Analyze one file and render it both ways; raises whatever goes wrong."""
     from forensics.analysis import analyze, dumps
-    from forensics.report import render_text
+    from forensics.text_report import render_text
 
     analysis = analyze([str(path)])
     json.loads(dumps(analysis))
@@ -294,9 +294,10 @@ def long_lines(n: int, slow_s: float = 0.3) -> list[str]:
     """Every parser on its first sample with one pathological line of ``n`` bytes (each shape of
     :data:`LONG_LINES`, first and second line): the (parser, shape) pairs slower than ``slow_s``
     (a quadratic regex shows at 100,000 bytes, long before the 1 MiB line cap)."""
-    from forensics.parsers import PARSERS
-    from forensics.parsers.base import ParseContext
-    from forensics.textdoc import TextDocument
+    from forensics.parsers.common.base import ParseContext
+    from forensics.parsers.registry import PARSERS
+
+    from forensics.ingest.textdoc import TextDocument
 
     slow: list[str] = []
     for parser in PARSERS:

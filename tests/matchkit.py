@@ -10,7 +10,7 @@ from forensics.findings import Finding, Verdict
 from forensics.match import diagnose
 from forensics.match.loader import load_file, signature_files
 from forensics.match.schema import Signature
-from forensics.timeline import Timeline
+from forensics.timeline.merge import Timeline
 
 FIXTURES = Path(__file__).parent / "data" / "signatures"
 T0 = 1_700_000_000 * 10**9  # 2023-11-14T22:13:20Z

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from forensics.bundle import pack_receipt, receipt_lookup
+from forensics.ingest.bundle import pack_receipt, receipt_lookup
 
 NS = 1_000_000_000
 _RANK = re.compile(rb"^\[rank(\d+)\]:")

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 
 from forensics.analysis import Options, parse_input
-from forensics.sources import InputFile
+from forensics.ingest.sources import InputFile
 
 DEC_JOURNAL = (
     b"Dec 30 23:58:01 node4 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.\n"

@@ -6,19 +6,19 @@ import gzip
 import json
 from pathlib import Path
 
+from forensics.parsers.bundle_manifest import PARSER as MANIFEST
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.nvml_events import PARSER as EVENTS
+from forensics.parsers.nvml_samples import PARSER as SAMPLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forensics.analysis import analyze
-from forensics.bundle import IDX_MAGIC, pack_receipt, read_bundle_files, receipt_lookup, source_of
 from forensics.events import MetricSample, TsSource
-from forensics.parsers import ParseContext
-from forensics.parsers.bundle_manifest import PARSER as MANIFEST
-from forensics.parsers.nvml_events import PARSER as EVENTS
-from forensics.parsers.nvml_samples import PARSER as SAMPLES
+from forensics.ingest.bundle import IDX_MAGIC, pack_receipt, read_bundle_files, receipt_lookup, source_of
+from forensics.ingest.sources import Limits
+from forensics.ingest.textdoc import TextDocument
 from forensics.record.nvml_log import NvmlLog
-from forensics.sources import Limits
-from forensics.textdoc import TextDocument
 
 START = 1_740_909_600_000_000_000
 
@@ -219,8 +219,8 @@ def test_bundle_parsers_never_raise(lines: list[str]) -> None:
 def test_a_packed_bundle_is_tagged_like_a_directory(tmp_path: Path) -> None:
     import tarfile
 
-    from forensics.bundle import tag_members
-    from forensics.sources import expand_inputs
+    from forensics.ingest.bundle import tag_members
+    from forensics.ingest.sources import expand_inputs
 
     packed = tmp_path / "run.tgz"
     with tarfile.open(packed, "w:gz") as tar:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from forensics.parsers.common.stream_text import Stamp
+from forensics.parsers.producers.c10d import is_incomplete, parse_glog_record, work_attrs
+
 from forensics.analysis import analyze
-from forensics.parsers.c10d import is_incomplete, parse_glog_record, work_attrs
-from forensics.parsers.stream_text import Stamp
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "recorded"
 

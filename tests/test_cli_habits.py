@@ -17,8 +17,8 @@ from recorder_helpers import env, read_until, recorder_argv
 
 from forensics import colour
 from forensics.cli import build_parser, main
-from forensics.filters import parse_bound, parse_ranks
-from forensics.report import wrap_commands
+from forensics.text_report import wrap_commands
+from forensics.timeline.filters import parse_bound, parse_ranks
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "recorded"
@@ -44,7 +44,7 @@ def test_dash_reads_standard_input(monkeypatch: pytest.MonkeyPatch, capsys: pyte
 
 
 def test_dash_is_bounded_like_a_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    from forensics.sources import Limits, expand_inputs
+    from forensics.ingest.sources import Limits, expand_inputs
 
     _stdin(monkeypatch, b"kernel: line\n" * 1000)
     [item] = list(expand_inputs(["-"], Limits(max_file_bytes=1000)))
@@ -164,7 +164,7 @@ def _timed_kernel_log(tmp_path: Path) -> Path:
 
 def test_time_filters_narrow_what_the_signatures_see(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from forensics.analysis import Options, analyze
-    from forensics.filters import TimelineFilter
+    from forensics.timeline.filters import TimelineFilter
 
     log = _timed_kernel_log(tmp_path)
     everything = analyze([str(log)])
@@ -188,7 +188,7 @@ def test_time_filters_narrow_what_the_signatures_see(tmp_path: Path, capsys: pyt
 
 def test_relative_bounds_apply_to_raw_dmesg_uptimes() -> None:
     from forensics.analysis import Options, analyze
-    from forensics.filters import TimelineFilter
+    from forensics.timeline.filters import TimelineFilter
 
     everything = analyze([str(XID_DMESG)])
     ups = sorted(e.uptime_ns for e in everything.timeline.events if e.uptime_ns is not None)

@@ -1,4 +1,4 @@
-"""Clock offsets across hosts (forensics/clocksync.py): the kinds of shared moment, their evidence,
+"""Clock offsets across hosts (forensics/timeline/clocksync.py): the kinds of shared moment, their evidence,
 and the cross-host verdict once the clocks are aligned.
 
 Real lines (sources next to them):
@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from forensics.analysis import Options, analyze, to_json_dict
-from forensics.clocksync import ClockOffset, describe_offset, estimate, sync_key
 from forensics.events import Event, Origin, TsSource
-from forensics.report import render_text
+from forensics.text_report import render_text
+from forensics.timeline.clocksync import ClockOffset, describe_offset, estimate, sync_key
 from tests.multihost_fixture import split_bundle
 
 ROOT = Path(__file__).resolve().parent.parent

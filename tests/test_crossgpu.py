@@ -1,4 +1,4 @@
-"""The verdict for the first report's machine and the PCIe topology facts (forensics/topology.py,
+"""The verdict for the first report's machine and the PCIe topology facts (forensics/timeline/topology.py,
 forensics/match/crossgpu.py)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from forensics.analysis import analyze, to_json_dict
 from forensics.events import Event, MetricSample, Origin, Severity, TsSource
-from forensics.report import render_text
-from forensics.topology import Topology, read_topology
+from forensics.text_report import render_text
+from forensics.timeline.topology import Topology, read_topology
 
 DATA = Path(__file__).parent / "data"
 HOST = DATA / "windows" / "report1-p2p-sram.xml"

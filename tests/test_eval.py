@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from forensics.cli import main
-from forensics.match.evaluate import evaluate
+from forensics.evaluation.evaluate import evaluate
 
 CORPUS = Path(__file__).parent / "corpus"
 

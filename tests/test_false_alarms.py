@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from forensics.parsers.producers.nccl_debug import nccl_tests_outcome
 
 from forensics.analysis import Options, analyze
-from forensics.parsers.nccl_debug import nccl_tests_outcome
 
 DATA = Path(__file__).parent / "data" / "health"
 

@@ -1,6 +1,6 @@
-"""Mapped files (forensics/filemap.py): a TextDocument over a mapping reads as one over the same bytes,
+"""Mapped files (forensics/ingest/filemap.py): a TextDocument over a mapping reads as one over the same bytes,
 pages are given back as the scan passes them, a blanked copy keeps its blanks, and big plain files
-arrive from forensics/sources.py mapped (containers, BOM and UTF-16 files are read as before)."""
+arrive from forensics/ingest/sources.py mapped (containers, BOM and UTF-16 files are read as before)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import forensics.lineindex as lineindex
-import forensics.sources as sources
-import forensics.textdoc as textdoc
+import forensics.ingest.lineindex as lineindex
+import forensics.ingest.sources as sources
+import forensics.ingest.textdoc as textdoc
 from forensics.analysis import analyze, to_json_dict
-from forensics.filemap import FileMap, _unpinned, open_map
-from forensics.sources import Limits, expand_inputs, input_size
-from forensics.textdoc import TextDocument
+from forensics.ingest.filemap import FileMap, _unpinned, open_map
+from forensics.ingest.sources import Limits, expand_inputs, input_size
+from forensics.ingest.textdoc import TextDocument
 
 PAGE = 4096
 
@@ -226,7 +226,7 @@ def test_analyze_real_inputs_mapped(monkeypatch: pytest.MonkeyPatch, case: str) 
     """Real inputs (recorded bundles, a pasted log), every plain file mapped: the same JSON. A mapped
     file is never peeled (presentation.py), so peeling is off on both sides here; with the real
     threshold a file is mapped exactly when it is too big to peel."""
-    import forensics.presentation as presentation
+    import forensics.parsers.common.presentation as presentation
 
     path = Path(__file__).resolve().parents[1] / case
     monkeypatch.setattr(presentation, "MAX_BYTES", 0)
@@ -239,7 +239,8 @@ def test_analyze_real_inputs_mapped(monkeypatch: pytest.MonkeyPatch, case: str) 
 
 
 def test_mapping_threshold_is_where_peeling_stops() -> None:
-    import forensics.presentation as presentation
-    from forensics.filemap import MAP_MIN_BYTES
+    import forensics.parsers.common.presentation as presentation
+
+    from forensics.ingest.filemap import MAP_MIN_BYTES
 
     assert MAP_MIN_BYTES == presentation.MAX_BYTES

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from forensics.parsers.flight_recorder import pickle_to_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forensics.analysis import analyze, to_json_dict
-from forensics.parsers.flight_recorder import pickle_to_json
-from forensics.parsers.safe_pickle import PickleError, UnsafePickle, is_pickle, load_plain, plain_nodes
+from forensics.ingest.safe_pickle import PickleError, UnsafePickle, is_pickle, load_plain, plain_nodes
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "recorded"
 STALL = SAMPLES / "silent-stall-2gpu" / "bundle"

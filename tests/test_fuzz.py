@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.registry import PARSERS
 from fuzz import run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,12 +26,10 @@ from forensics.clock import (
     wall_to_ns,
 )
 from forensics.errors import UsageError
-from forensics.filters import parse_bound
-from forensics.parsers import PARSERS
-from forensics.parsers.base import ParseContext
-from forensics.report import iso
-from forensics.sources import expand_inputs
-from forensics.textdoc import TextDocument
+from forensics.ingest.sources import expand_inputs
+from forensics.ingest.textdoc import TextDocument
+from forensics.timeline.filters import parse_bound
+from forensics.units import iso
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from forensics.analysis import Options, analyze, parse_input
 from forensics.events import Event, Severity
-from forensics.sources import InputFile
+from forensics.ingest.sources import InputFile
 
 DATA = Path(__file__).parent / "data" / "health"
 
@@ -161,7 +161,7 @@ def test_dcgmi_diag_json() -> None:
 
 
 def test_dcgmi_health_table() -> None:
-    from forensics.parsers import parser_by_name
+    from forensics.parsers.registry import parser_by_name
 
     kind, events = _events(parser_by_name("dcgmi-health").samples[0])
     assert kind == "dcgmi-health"

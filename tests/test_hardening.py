@@ -87,7 +87,7 @@ def test_out_of_range_stamps_never_reach_the_renderer(tmp_path: Path, name: str,
 
 def test_a_huge_boot_offset_is_refused_not_rendered() -> None:
     from forensics.clock import MAX_TS_NS, plausible_ns, uptime_ns
-    from forensics.timeline import place_boot_relative
+    from forensics.timeline.merge import place_boot_relative
 
     assert uptime_ns("9" * 5000) is None  # int() of > 4300 digits raises in Python 3.11
     assert plausible_ns(MAX_TS_NS) is None and plausible_ns(float("nan")) is None
@@ -149,9 +149,10 @@ class _Fragile:
 
 @pytest.mark.parametrize("ahead", [False, True], ids=["on-the-line", "one-line-later"])
 def test_a_parser_that_raises_costs_the_bad_line_only(ahead: bool) -> None:
-    from forensics.parse_guard import parse_guarded
-    from forensics.parsers.base import ParseContext
-    from forensics.textdoc import TextDocument
+    from forensics.parsers.common.base import ParseContext
+    from forensics.parsers.common.guard import parse_guarded
+
+    from forensics.ingest.textdoc import TextDocument
 
     doc = TextDocument(b"one\ntwo BAD\nthree\nfour BAD\nfive\n", "x.log")
     ctx = ParseContext(path="x.log", source="file:x")
@@ -195,7 +196,7 @@ def test_a_long_first_line_is_detected_in_linear_time(line: str) -> None:
     """The process-output detector's ``\\d+/\\d+ \\[`` was quadratic in a run of digits: a first line of
     100,000 digits took 60 s (a 1 MB line, hours); detection lines are also cut to 64 KiB. The bound
     is generous (about 1.5 s here): it fails only on a quadratic pattern, not on a slow machine."""
-    from forensics.parsers import detect
+    from forensics.parsers.registry import detect
 
     start = time.perf_counter()
     detect([line] * 40)
@@ -210,9 +211,10 @@ def test_the_progress_bar_shape_still_makes_process_output() -> None:
 
 def test_a_csv_header_cell_of_brackets_is_read_in_linear_time() -> None:
     """``\\s*\\[[^\\]]*\\]\\s*$`` rescanned to the end from every '[': 100,000 of them took 7 s."""
-    from forensics.parsers import parser_by_name
-    from forensics.parsers.base import ParseContext
-    from forensics.textdoc import TextDocument
+    from forensics.parsers.common.base import ParseContext
+    from forensics.parsers.registry import parser_by_name
+
+    from forensics.ingest.textdoc import TextDocument
 
     parser = parser_by_name("nvidia-smi-csv")
     doc = TextDocument.from_bytes(b"[" * 100_000 + b"\n" + parser.samples[0].encode(), "x.csv")

@@ -8,10 +8,10 @@ the set exposed, on the real files.
 from pathlib import Path
 
 import pytest
+from forensics.parsers.common.stream_text import split_body
 
 from forensics.analysis import Analysis, Options, analyze
-from forensics.match.evaluate import evaluate
-from forensics.parsers.stream_text import split_body
+from forensics.evaluation.evaluate import evaluate
 
 HELDOUT = Path(__file__).parent / "heldout"
 CASES = sorted(p for p in (HELDOUT / "cases").iterdir() if (p / "case.toml").is_file())

@@ -1,4 +1,4 @@
-"""forensics/identity.py: joining host × rank × GPU × pid from what each layer reveals."""
+"""forensics/timeline/identity.py: joining host × rank × GPU × pid from what each layer reveals."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from forensics.analysis import analyze
 from forensics.events import Event, MetricSample, Origin, TsSource
-from forensics.identity import Identity, IdentityTable, build_identity
 from forensics.pci import find_pci, normalize_pci, pci_from_aer_id
-from forensics.timeline import build_timeline
+from forensics.timeline.identity import Identity, IdentityTable, build_identity
+from forensics.timeline.merge import build_timeline
 
 T0 = 1_750_000_000_000_000_000
 
@@ -25,7 +25,7 @@ def ev(kind: str, *, host: str | None = "node1", gpu: str | None = None, rank: i
 
 
 def nccl_init(rank: int, bus: str, pid: int, nranks: int = 8, host: str = "node1") -> Event:
-    # the attrs parsers/nccl_debug.py gives an "Init COMPLETE" line
+    # the attrs parsers/producers/nccl_debug.py gives an "Init COMPLETE" line
     return ev("nccl", host=host, rank=rank, pid=pid, message=f"comm 0x1 rank {rank} nranks {nranks} - Init COMPLETE",
               nranks=nranks, cuda_dev=rank % 8, bus_id=bus, pid_attr=pid)
 
@@ -182,8 +182,8 @@ def test_kernel_log_aer_and_xid_end_to_end(tmp_path: Path) -> None:
 def _reference_rows(events: list[Event], metrics: list[MetricSample] = ()) -> list[Identity]:  # type: ignore[assignment]
     """The join as it was written first (every fact against every row so far, in row order): the
     oracle the indexed join must agree with."""
-    import forensics.identity as identity
-    from forensics.identity_join import Group, Joiner
+    import forensics.timeline.identity as identity
+    from forensics.timeline.identity_join import Group, Joiner
 
     class Probe(Joiner):
         def add(self, fact: Group) -> None:
@@ -208,7 +208,7 @@ def _reference_rows(events: list[Event], metrics: list[MetricSample] = ()) -> li
 
 
 def _count_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    from forensics.identity_join import Group
+    from forensics.timeline.identity_join import Group
 
     calls = [0]
     compatible = Group.compatible

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from forensics.analysis import Options, analyze, parse_input
-from forensics.sources import expand_inputs
+from forensics.ingest.sources import expand_inputs
 
 DATA = Path(__file__).parent / "data" / "health"
 

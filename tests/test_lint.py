@@ -8,8 +8,8 @@ import pytest
 
 from forensics.cli import main
 from forensics.errors import SignatureError
+from forensics.evaluation.lint import lint_paths, run_lint
 from forensics.match import load_signatures
-from forensics.match.lint import lint_paths, run_lint
 from forensics.match.loader import check_text, load_file
 
 DATA = Path(__file__).parent / "data"

@@ -1,5 +1,5 @@
 """The ``lspci -t`` / ``-tv`` tree (parsers/lspci_tree.py), the PCI model that reads a GPU's chain
-(forensics/pcitree.py) and the topology facts built from it (forensics/topology.py), on real outputs
+(forensics/pcitree.py) and the topology facts built from it (forensics/timeline/topology.py), on real outputs
 (tests/data/lspci_tree/SOURCES.md says where each comes from and which were held out)."""
 
 from __future__ import annotations
@@ -8,15 +8,16 @@ import json
 from pathlib import Path
 
 import jsonschema
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.lspci_tree import parse_tree_lines
+from forensics.parsers.registry import detect
 
 from forensics.analysis import analyze, to_json_dict
 from forensics.events import Event, Origin, Severity, TsSource
-from forensics.parsers import ParseContext, detect
-from forensics.parsers.lspci_tree import parse_tree_lines
+from forensics.ingest.textdoc import TextDocument
 from forensics.pcitree import PciDevice, PciTree, place
-from forensics.report import render_text
-from forensics.textdoc import TextDocument
-from forensics.topology import Topology, read_topology
+from forensics.text_report import render_text
+from forensics.timeline.topology import Topology, read_topology
 
 DATA = Path(__file__).parent / "data" / "lspci_tree"
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""A mapped log cut short under the analysis (forensics/map_guard.py): one clear line and exit 2,
+"""A mapped log cut short under the analysis (forensics/ingest/map_guard.py): one clear line and exit 2,
 not a bare ``Bus error``; no worker left behind; the status passed on when nothing goes wrong.
 
 The real command line, run with the mapping threshold lowered (and the workers' threshold, so
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from leftovers import no_leftovers  # noqa: F401  (a fixture)
 
-from forensics.map_guard import mapped_inputs
+from forensics.ingest.map_guard import mapped_inputs
 
 pytestmark = [pytest.mark.usefixtures("no_leftovers"),
               pytest.mark.skipif(not hasattr(os, "fork") or not Path("/proc/self/maps").exists(),
@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.usefixtures("no_leftovers"),
 
 DRIVER = """
 import sys
-from forensics import map_guard, sources
-from forensics.parsers import template_scan
+from forensics.ingest import map_guard, sources
+from forensics.parsers.common import template_scan
 sources.MAP_MIN_BYTES = map_guard.MAP_MIN_BYTES = template_scan.PARALLEL_MIN_BYTES = 1 << 20
 from forensics.cli import main
 sys.exit(main())
@@ -106,7 +106,7 @@ def test_a_terminated_guard_terminates_the_analysis(tmp_path: Path) -> None:
 
 
 def test_the_inputs_that_will_be_mapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from forensics import map_guard
+    from forensics.ingest import map_guard
 
     monkeypatch.setattr(map_guard, "MAP_MIN_BYTES", 100)
     (tmp_path / "bundle").mkdir()

@@ -9,6 +9,7 @@ from matchkit import T0, ev, sample, timeline
 
 from forensics.analysis import Options, analyze, parse_input
 from forensics.findings import number_ranges
+from forensics.ingest.sources import InputFile
 from forensics.match import add_derived_events
 from forensics.match.detectors.gpu_metrics import (
     clock_throttle,
@@ -21,8 +22,7 @@ from forensics.match.detectors.oom_margin import memory_margin_oom
 from forensics.match.detectors.progress import no_progress, throughput_drop
 from forensics.match.detectors.ranks import cross_rank
 from forensics.match.detectors.recorder_health import nvml_unresponsive
-from forensics.sources import InputFile
-from forensics.timeline import build_timeline
+from forensics.timeline.merge import build_timeline
 
 CORPUS = Path(__file__).parent / "corpus" / "cases"
 
@@ -320,16 +320,12 @@ def _derived_from_case(case: str) -> list:
 
 def test_spinning_collective_on_the_real_nvidia_smi_snapshot() -> None:
     found = _derived_from_case("stall-nvidia-smi-one-gpu-idle")
-    if not found:
-        pytest.skip("the nvidia-smi table parser has not landed yet")
     assert {e.attrs["detector"] for e in found} == {"spinning-collective"}
     assert len(found) == 2
 
 
 def test_desync_on_the_real_watchdog_lines() -> None:
     found = _derived_from_case("nccl-timeout-collective-mismatch")
-    if not found:
-        pytest.skip("the c10d parser has not landed yet")
     assert [e.attrs["detector"] for e in found] == ["nccl-desync"]
     assert "rank 7 in BROADCAST SeqNum 80078" in found[0].message
 

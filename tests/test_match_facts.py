@@ -9,7 +9,7 @@ from matchkit import ev
 
 from forensics.analysis import analyze, to_json_dict
 from forensics.match.facts import finding_facts, oom_sentence
-from forensics.report import render_text
+from forensics.text_report import render_text
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "recorded"
 OOM_TEXT = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a total capacity "

@@ -7,9 +7,10 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+from forensics.parsers.registry import detect
+
 from forensics.analysis import analyze
-from forensics.parsers import detect
-from forensics.textdoc import TextDocument
+from forensics.ingest.textdoc import TextDocument
 
 T = 1_724_779_239_936_775_119
 

@@ -4,7 +4,7 @@ from matchkit import ev, fixture_signatures, timeline
 
 from forensics.analysis import Analysis, SourceReport
 from forensics.match import diagnose
-from forensics.report import render_text
+from forensics.text_report import render_text
 
 
 def _analysis(events: list) -> Analysis:

@@ -8,10 +8,10 @@ from pathlib import Path
 from matchkit import ev, timeline
 
 from forensics.analysis import analyze
+from forensics.evaluation.examples import analyze_text, check_examples
+from forensics.evaluation.lint import lint_paths
 from forensics.findings import Role
 from forensics.match import diagnose, load_signatures
-from forensics.match.examples import analyze_text, check_examples
-from forensics.match.lint import lint_paths
 from forensics.match.loader import check_text
 from forensics.match.schema import Evidence, Signature
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from forensics.analysis import Analysis, Options, analyze, to_json_dict
-from forensics.report import render_text
+from forensics.text_report import render_text
 
 DATA = Path(__file__).resolve().parent / "data" / "multihost"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from forensics.parsers.nccl_debug import bus_id_to_pci, chain_code, parse_nccl_line, parse_nccl_tests
+from forensics.parsers.producers.nccl_debug import bus_id_to_pci, chain_code, parse_nccl_line, parse_nccl_tests
 
 
 def test_warn_and_info_lines() -> None:

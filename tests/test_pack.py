@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from forensics.analysis import analyze, bundle_facts
-from forensics.bundle import IDX_MAGIC, pack_receipt, receipt_lookup
 from forensics.cli import main
+from forensics.ingest.bundle import IDX_MAGIC, pack_receipt, receipt_lookup
 from forensics.postmortem.pack import downsample_nvml, pack, parse_size
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,10 +4,11 @@ samples of all parsers keeps the registry order specific-before-generic."""
 from __future__ import annotations
 
 import pytest
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.registry import PARSERS, detect
 
 from forensics.events import Event, MetricSample
-from forensics.parsers import PARSERS, ParseContext, detect
-from forensics.textdoc import TextDocument
+from forensics.ingest.textdoc import TextDocument
 
 SAMPLES = [(p.name, i, s) for p in PARSERS for i, s in enumerate(p.samples)]
 
@@ -30,7 +31,7 @@ def test_sample_is_detected_as_its_own_format(name: str, index: int, sample: str
 def test_sample_parses_without_warnings(name: str, index: int, sample: str) -> None:
     parser = next(p for p in PARSERS if p.name == name)
     doc = TextDocument.from_bytes(sample.encode(), "sample")
-    ctx = ParseContext(path="sample", source="file:sample", year=2025)
+    ctx = ParseContext(path="sample", source="file:sample", year=2025, detect=detect)
     records = list(parser.parse(doc, ctx))
     assert not ctx.warnings, ctx.warnings
     assert records, f"sample {index} of {name} produced nothing"
@@ -40,7 +41,7 @@ def test_sample_parses_without_warnings(name: str, index: int, sample: str) -> N
 
 
 def test_as_int_reads_ints_and_decimal_strings_only() -> None:
-    from forensics.parsers.base import as_int
+    from forensics.values import as_int
 
     assert [as_int(v) for v in (7, "-1", " 160 ", True, "²", "--1", "1.5", "", None, 2.0)] == [
         7, -1, 160, None, None, None, None, None, None, None]

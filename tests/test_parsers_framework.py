@@ -7,12 +7,14 @@ import math
 from pathlib import Path
 
 import pytest
+from forensics.parsers import elastic_error_file, plaintext, process_output
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.registry import detect
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forensics.events import Event, TsSource
-from forensics.parsers import ParseContext, detect, elastic_error_file, plaintext, process_output
-from forensics.textdoc import TextDocument
+from forensics.ingest.textdoc import TextDocument
 
 CASES = Path(__file__).resolve().parent / "corpus" / "cases"
 

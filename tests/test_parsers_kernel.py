@@ -14,15 +14,16 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from forensics.parsers.common import kernlog
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.producers.kernel_messages import classify
+from forensics.parsers.registry import detect, parser_by_name
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.clock import NS
 from forensics.events import Event, Severity, TsSource
-from forensics.parsers import ParseContext, detect, kernlog, parser_by_name
-from forensics.parsers.kernel_messages import classify
-from forensics.parsers.user_space import process_output_parser
-from forensics.textdoc import TextDocument
+from forensics.ingest.textdoc import TextDocument
 
 CASES = Path(__file__).parent / "corpus" / "cases"
 
@@ -429,8 +430,6 @@ def test_journalctl_iso_unix_monotonic_and_markers() -> None:
 
 
 def test_programs_journal_lines_go_to_the_process_output_parser() -> None:
-    if process_output_parser() is None:
-        pytest.skip("no process-output parser in this build")
     _, events, _ = corpus("sm120-no-kernel-image-journald/traceback.txt", year=2025)
     tb = events[0]
     assert tb.kind == "traceback" and tb.attrs["exc_type"] == "RuntimeError"
@@ -447,10 +446,7 @@ def test_programs_journal_lines_without_a_record_are_dropped_unless_errors() -> 
                {"__REALTIME_TIMESTAMP": "1700000001000000", "SYSLOG_IDENTIFIER": "app", "PRIORITY": "3",
                 "MESSAGE": "could not open device"}]
     _, events, _ = run("".join(json.dumps(e) + "\n" for e in entries))
-    if process_output_parser() is None:
-        assert [e.message for e in events] == ["just chatter", "could not open device"]
-    else:
-        assert [e.message for e in events] == ["could not open device"]
+    assert [e.message for e in events] == ["could not open device"]
 
 
 def test_syslog_rsyslog_iso_and_grep_prefix() -> None:
@@ -486,8 +482,7 @@ def test_journal_json_lines() -> None:
     u = events[1]
     assert u.pid == 4242 and u.attrs["ident"] == "python3" and u.detail.count("\n") == 2
     assert u.ts == 1700000006 * NS and u.ts_source is TsSource.EXACT
-    if process_output_parser() is not None:
-        assert u.kind == "traceback" and u.message == "ValueError: y"
+    assert u.kind == "traceback" and u.message == "ValueError: y"
 
 
 def test_journal_json_pretty_and_export() -> None:

@@ -7,14 +7,15 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.registry import detect, parser_by_name
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forensics.analysis import Options, parse_input
 from forensics.events import Event, MetricSample, Severity, TsSource
-from forensics.parsers import ParseContext, detect, parser_by_name
-from forensics.sources import InputFile, expand_inputs
-from forensics.textdoc import TextDocument
+from forensics.ingest.sources import InputFile, expand_inputs
+from forensics.ingest.textdoc import TextDocument
 
 CASES = Path(__file__).parent / "corpus" / "cases"
 
@@ -326,8 +327,8 @@ def test_reset_status_reads_the_same_from_text_and_xml() -> None:
 
 
 def test_signatures_anchor_on_the_reset_state_and_the_pcie_sram_count() -> None:
+    from forensics.evaluation.examples import analyze_text
     from forensics.match import load_signatures
-    from forensics.match.examples import analyze_text
 
     signatures = load_signatures(())
     fired = {f.signature for f in analyze_text(RESET_Q.format(reset="Yes", drain="No", pcie=0), signatures)}

@@ -9,15 +9,16 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.registry import detect, parser_by_name
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forensics.analysis import Options, analyze, parse_input
 from forensics.events import Event, Severity, TsSource
-from forensics.parsers import ParseContext, detect, parser_by_name
-from forensics.parsers.windows_evtx import MARKER, evtx_to_xml
-from forensics.sources import InputFile, expand_inputs
-from forensics.textdoc import TextDocument
+from forensics.ingest.evtx import MARKER, evtx_to_xml
+from forensics.ingest.sources import InputFile, expand_inputs
+from forensics.ingest.textdoc import TextDocument
 
 ROOT = Path(__file__).parent
 CASES = ROOT / "corpus" / "cases"

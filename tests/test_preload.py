@@ -6,12 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from forensics import preload
-from forensics.parsers import template_scan
+from forensics.parsers.common import template_scan
+
+from forensics.ingest import preload
 
 PROBE = """
 import sys
-from forensics import preload, sources
+from forensics.ingest import preload, sources
 items = list(sources.expand_inputs([sys.argv[1]]))
 started = preload._thread is not None
 preload.settle()

@@ -1,8 +1,8 @@
-"""Presentation normalisation (forensics/presentation.py) on the real corpus texts.
+"""Presentation normalisation (parsers/common/presentation.py) on the real corpus texts.
 
 The logs are real (tests/corpus, tests/heldout: each case.toml names its source); the prefixes put
 around them are launcher and viewer shapes the learner has no code for (pm2's ``0|name  | ``, a
-bracketed host, a ``worker_7 | ``), besides the ones of forensics/transforms.py.
+bracketed host, a ``worker_7 | ``), besides the ones of forensics/evaluation/transforms.py.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from forensics.parsers.common.presentation import label_fields, learn
+from forensics.parsers.registry import PARSERS, detect
 
-from forensics import transforms
 from forensics.analysis import Analysis, Options, analyze, parse_input
+from forensics.evaluation import transforms
 from forensics.events import TsSource
-from forensics.parsers import PARSERS, detect
-from forensics.presentation import label_fields, learn
-from forensics.sources import InputFile
-from forensics.textdoc import TextDocument
+from forensics.ingest.sources import InputFile
+from forensics.ingest.textdoc import TextDocument
 
 HERE = Path(__file__).parent
 CASES = [HERE / "corpus" / "cases", HERE / "heldout" / "cases"]

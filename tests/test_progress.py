@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from forensics.parsers.progress import Thinner, is_anomalous, parse_progress
+from forensics.parsers.producers.training_progress import Thinner, is_anomalous, parse_progress
 
 
 @pytest.mark.parametrize(("line", "expected"), [

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from forensics import progress as progress_mod
-from forensics import textdoc
 from forensics.analysis import analyze, parse_input
 from forensics.cli import main
-from forensics.progress import Meter, Progress, ProgressLine, describe, human_bytes
-from forensics.sources import InputFile, input_size
-from forensics.textdoc import TextDocument
+from forensics.ingest import meter as progress_mod
+from forensics.ingest import textdoc
+from forensics.ingest.meter import Meter, Progress, ProgressLine, describe, human_bytes
+from forensics.ingest.sources import InputFile, input_size
+from forensics.ingest.textdoc import TextDocument
 
 
 class FakeClock:

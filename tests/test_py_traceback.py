@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from forensics.parsers.common.stream_text import Follower
+from forensics.parsers.producers.py_traceback import exception_type, frame_of, oom_attrs, phase_of, read_python
 
-from forensics.parsers.py_traceback import exception_type, frame_of, oom_attrs, phase_of, read_python
-from forensics.parsers.stream_text import Follower
-from forensics.textdoc import TextDocument
+from forensics.ingest.textdoc import TextDocument
 
 
 def read(text: str) -> tuple[str, list[str], str | None, list[str]]:

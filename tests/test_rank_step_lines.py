@@ -6,11 +6,12 @@ ranks that stop printing them."""
 
 from __future__ import annotations
 
-from forensics.events import Event
-from forensics.parsers.base import ParseContext
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.common.stream_text import split_body
 from forensics.parsers.process_output import scan
-from forensics.parsers.stream_text import split_body
-from forensics.textdoc import TextDocument
+
+from forensics.events import Event
+from forensics.ingest.textdoc import TextDocument
 
 REAL = """\
 pipeline: 5 targets + 3 drafters on one GPU, capacity 28207 MiB (ballast 114422 MiB), CUDA_MODULE_LOADING=LAZY

@@ -100,7 +100,7 @@ BARS = {"dev": (59, 0), "heldout": (47, 1)}  # half -> (top-1 at least, false al
 
 @pytest.mark.parametrize("half", HALVES)
 def test_half_holds_its_score(half: str) -> None:
-    from forensics.match.evaluate import evaluate
+    from forensics.evaluation.evaluate import evaluate
 
     report = evaluate(REAL / half)
     assert not [r.error for r in report.results if r.error]

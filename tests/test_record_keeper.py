@@ -15,7 +15,7 @@ from pathlib import Path
 
 from recorder_helpers import bundle, env, manifest, read_until, recorder_argv
 
-from forensics.bundle import IDX_MAGIC, receipt_lookup
+from forensics.ingest.bundle import IDX_MAGIC, receipt_lookup
 
 PY = sys.executable
 

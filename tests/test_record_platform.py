@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from forensics.bundle import IDX_MAGIC
+from forensics.ingest.bundle import IDX_MAGIC
 from forensics.record.platform import current
 from forensics.record.platform.host_events import (
     CHANNELS,

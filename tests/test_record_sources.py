@@ -17,7 +17,7 @@ from pathlib import Path
 from recorder_helpers import bundle, env, jsonl, manifest, read_until, recorder_argv, run
 
 from forensics.analysis import analyze
-from forensics.bundle import IDX_MAGIC, receipt_lookup
+from forensics.ingest.bundle import IDX_MAGIC, receipt_lookup
 
 PY = sys.executable
 

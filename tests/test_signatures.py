@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from forensics.evaluation.examples import analyze_text
 from forensics.match import load_signatures
-from forensics.match.examples import analyze_text
 from forensics.match.loader import check_file, shipped_paths
 from forensics.match.schema import Signature
 

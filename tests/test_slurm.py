@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from forensics.parsers.slurm import parse_shell_signal, parse_slurm
-from forensics.parsers.stream_text import Stamp
+from forensics.parsers.common.stream_text import Stamp
+from forensics.parsers.producers.slurm import parse_shell_signal, parse_slurm
 
 
 def test_cancellation_with_reason_and_time() -> None:

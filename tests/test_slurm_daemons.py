@@ -1,5 +1,5 @@
-"""Slurm's own records as events (parsers/slurm.py, parsers/slurm_daemon_log.py, the journal's
-hand-over in parsers/user_space.py) and their use as shared moments (forensics/clocksync.py).
+"""Slurm's own records as events (parsers/producers/slurm.py, parsers/slurm_daemon_log.py, the journal's
+hand-over in parsers/common/user_space.py) and their use as shared moments (forensics/timeline/clocksync.py).
 
 Real lines in ``tests/data/slurm/`` (sources in its README); the cross-host test builds two nodes'
 syslogs and a controller log from the same real line shapes, one node's clock shifted.
@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from forensics.parsers.producers.slurm import parse_daemon, parse_slurm
 
 from forensics.analysis import Options, analyze
-from forensics.clocksync import sync_key
 from forensics.events import Event, Severity, TsSource
-from forensics.parsers.slurm import parse_daemon, parse_slurm
+from forensics.timeline.clocksync import sync_key
 
 DATA = Path(__file__).resolve().parent / "data" / "slurm"
 NS = 1_000_000_000

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from forensics.errors import UsageError
-from forensics.sources import Limits, expand_inputs
+from forensics.ingest.sources import Limits, expand_inputs
 
 XID = b"[ 1843.308145] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
 

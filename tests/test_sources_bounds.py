@@ -17,7 +17,7 @@ import pytest
 from bombs import gzip_of_zeros, stored_zip, zip_bomb
 
 from forensics.analysis import Options, analyze
-from forensics.sources import Limits, expand_inputs
+from forensics.ingest.sources import Limits, expand_inputs
 
 XID = b"[  102.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n"
 
@@ -204,7 +204,7 @@ def test_bin_ls_is_binary_and_exits_2(capsys: pytest.CaptureFixture[str]) -> Non
     (bytes(range(256)) * 64, "binary data"),
 ], ids=["png", "jpeg", "gif", "sqlite", "7z", "pe", "bzip2", "random"])
 def test_magic_numbers_and_byte_ratios_name_binaries(data: bytes, kind: str) -> None:
-    from forensics.binary import binary_kind
+    from forensics.ingest.binary import binary_kind
 
     assert binary_kind(data) == kind
 

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from forensics.parsers.producers.hang_stack import Frame, classify
 
 from forensics.analysis import analyze
-from forensics.parsers.hang_stack import Frame, classify
 
 DATA = Path(__file__).parent / "data" / "stacks"
 HEALTHY = Path(__file__).parents[1] / "samples" / "recorded" / "healthy" / "bundle"
@@ -130,7 +130,7 @@ def test_nonzero_exit_is_unrecognized_failure_with_last_lines(tmp_path: Path) ->
     assert f.facts["exit_code"] == 3 and "exited with status 3" in a.verdict.summary
     assert f.facts["last_lines"]["stdout.log"][-1] == "training finished"
     assert len(f.facts["last_lines"]["stdout.log"]) == 20
-    from forensics.report import render_text
+    from forensics.text_report import render_text
 
     text = render_text(a)
     assert "Last lines of stdout.log:" in text and "| training finished" in text

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from forensics.clock import NS, YEAR_INFERRED
-from forensics.events import Event, TsSource
-from forensics.parsers.base import ParseContext
-from forensics.parsers.k8s_device_plugin import PARSER as K8S_PARSER
-from forensics.parsers.process_output import scan
-from forensics.parsers.stream_text import (
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.common.stream_text import (
     Stamp,
     clean,
     parse_glog_stamp,
@@ -20,7 +16,12 @@ from forensics.parsers.stream_text import (
     stamp_ns,
     timestamp,
 )
-from forensics.textdoc import TextDocument
+from forensics.parsers.k8s_device_plugin import PARSER as K8S_PARSER
+from forensics.parsers.process_output import scan
+
+from forensics.clock import NS, YEAR_INFERRED
+from forensics.events import Event, TsSource
+from forensics.ingest.textdoc import TextDocument
 
 
 def test_clean_strips_ansi_orphans_and_padding() -> None:

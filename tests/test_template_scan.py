@@ -1,4 +1,4 @@
-"""The per-chunk template pre-pass (parsers/template_scan.py): the lines it hands over, what it counts
+"""The per-chunk template pre-pass (parsers/common/template_scan.py): the lines it hands over, what it counts
 instead, and that analyses read through it say what the line-by-line scan says."""
 
 from __future__ import annotations
@@ -7,11 +7,10 @@ import random
 from pathlib import Path
 
 import pytest
-
-from forensics.analysis import analyze
-from forensics.events import Event
-from forensics.match.evaluate import evaluate
-from forensics.parsers import ParseContext, dmesg, kernlog, template_scan
+from forensics.parsers import dmesg
+from forensics.parsers.common import kernlog, template_scan
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.common.templates import FULL, Templates, raw_rank, template_key
 from forensics.parsers.process_output import (
     ANOMALY_LITERALS,
     BAR_LITERALS,
@@ -19,8 +18,11 @@ from forensics.parsers.process_output import (
     TRIGGER_LITERALS,
     scan,
 )
-from forensics.parsers.templates import FULL, Templates, raw_rank, template_key
-from forensics.textdoc import TextDocument
+
+from forensics.analysis import analyze
+from forensics.evaluation.evaluate import evaluate
+from forensics.events import Event
+from forensics.ingest.textdoc import TextDocument
 
 ROOT = Path(__file__).resolve().parent
 
@@ -266,7 +268,7 @@ def test_a_failing_worker_pool_falls_back_to_this_process(forced: None, monkeypa
 
 
 def test_without_hyperscan_the_same_lines_are_handed_over(forced: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from forensics import textdoc
+    from forensics.ingest import textdoc
 
     text = _mixed(4000, seed=13).encode()
     plan = template_scan.VisitPlan(TRIGGER_LITERALS + ANOMALY_LITERALS, tail=BAR_LITERALS,
@@ -325,8 +327,8 @@ def test_a_mapped_file_is_planned_as_its_bytes_and_its_pages_are_given_back(
         tmp_path: Path, forced: None, monkeypatch: pytest.MonkeyPatch, workers: str) -> None:
     import sys
 
-    from forensics import textdoc
-    from forensics.filemap import open_map
+    from forensics.ingest import textdoc
+    from forensics.ingest.filemap import open_map
 
     monkeypatch.setattr(textdoc, "RELEASE_LAG", 64 << 10)
     text = _mixed(20000, seed=14).encode()
@@ -341,7 +343,7 @@ def test_a_mapped_file_is_planned_as_its_bytes_and_its_pages_are_given_back(
     doc = TextDocument(open_map(path, len(text)), str(path))
     assert list(template_scan.visits(doc, Templates(len(text)), plan, every=4)) == want
     # the pre-pass counted the newlines of every block: the line index is made from them, not again
-    from forensics.lineindex import LineIndex
+    from forensics.ingest.lineindex import LineIndex
 
     adopted = doc._index
     assert adopted is not None and list(adopted.cum) == list(LineIndex(text).cum)

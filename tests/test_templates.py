@@ -6,13 +6,15 @@ import random
 from pathlib import Path
 
 import pytest
+from forensics.parsers.common import kernlog, templates
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.common.templates import FULL, TAIL, Templates
+from forensics.parsers.process_output import scan
+from forensics.parsers.registry import parser_by_name
 
 from forensics.analysis import analyze
 from forensics.events import Event
-from forensics.parsers import ParseContext, kernlog, parser_by_name, templates
-from forensics.parsers.process_output import scan
-from forensics.parsers.templates import FULL, TAIL, Templates
-from forensics.textdoc import TextDocument
+from forensics.ingest.textdoc import TextDocument
 
 # The c10d warning PyTorch 2.4+ prints on every rank for every point-to-point collective
 # (pytorch/pytorch#137440 shows it on each rank of a run); the watchdog record is the real format.

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import forensics.textdoc as textdoc
-from forensics.textdoc import Line, TextDocument
+import forensics.ingest.textdoc as textdoc
+from forensics.ingest.textdoc import Line, TextDocument
 
 ENGINES = ["hyperscan", "find"]
 

@@ -1,5 +1,5 @@
 """Year-less logs beside dated ones: the guessed year is marked by the parsers and re-anchored by
-the timeline (forensics/timeline.py ``anchor_years``), end to end through ``analyze``."""
+the timeline (forensics/timeline/merge.py ``anchor_years``), end to end through ``analyze``."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.registry import detect
 
 from forensics.analysis import analyze
 from forensics.cli import main
 from forensics.clock import NS, YEAR_INFERRED, epoch_ns
 from forensics.events import Event, MetricSample, Origin, TsSource
-from forensics.parsers import ParseContext, detect
-from forensics.textdoc import TextDocument
-from forensics.timeline import anchor_years, build_timeline
+from forensics.ingest.textdoc import TextDocument
+from forensics.timeline.merge import anchor_years, build_timeline
 
 # Real line shapes: dmesg --time-format iso (corpus ert7797), NVRM Xid 79, c10d watchdog (corpus
 # illegal-address-via-nccl-watchdog, PyTorch 2.4 glog stamp without a year).

@@ -1,4 +1,4 @@
-"""forensics/timeline.py: boot anchors, untimed events, clock offsets between hosts, overrides."""
+"""forensics/timeline/merge.py: boot anchors, untimed events, clock offsets between hosts, overrides."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from forensics.parsers.common.base import ParseContext
+from forensics.parsers.registry import detect
 
 from forensics.analysis import Options, analyze
 from forensics.clock import NS
 from forensics.events import Event, MetricSample, Origin, TsSource
-from forensics.parsers import ParseContext, detect
-from forensics.textdoc import TextDocument
-from forensics.timeline import ClockOffset, build_timeline, estimate_offsets, place_boot_relative, sync_key
+from forensics.ingest.textdoc import TextDocument
+from forensics.timeline.merge import ClockOffset, build_timeline, estimate_offsets, place_boot_relative, sync_key
 
 T0 = 1_750_000_000 * NS
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from forensics.parsers.stream_text import Stamp
-from forensics.parsers.torchrun import agent_line, exit_attrs, report_entry
+from forensics.parsers.common.stream_text import Stamp
+from forensics.parsers.producers.torchrun import agent_line, exit_attrs, report_entry
 
 
 def test_exit_codes_name_signals() -> None:

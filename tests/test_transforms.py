@@ -1,4 +1,4 @@
-"""Metamorphic transforms (forensics/transforms.py) and the invariance bar (``eval --transforms``).
+"""Metamorphic transforms (forensics/evaluation/transforms.py) and the invariance bar (``eval --transforms``).
 
 The full product (every target of tests/corpus, tests/heldout and samples/ under every transform,
 ~1400 analyses) runs when ``FORENSICS_FULL_INVARIANCE=1``; the normal run holds the bar on a
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from forensics import transforms
 from forensics.cli import main
-from forensics.match.invariance import find_targets, invariance
+from forensics.evaluation import transforms
+from forensics.evaluation.invariance import find_targets, invariance
 
 HERE = Path(__file__).parent
 ROOTS = [HERE / "corpus", HERE / "heldout", HERE.parent / "samples"]

@@ -296,7 +296,7 @@ def test_a_recorded_bundle_gives_the_run_its_own_span_and_one_fact_per_gpu() -> 
 def test_topology_records_without_identity_do_not_invent_gpus() -> None:
     from forensics.analysis import Analysis
     from forensics.findings import Confidence, Verdict
-    from forensics.timeline import Timeline
+    from forensics.timeline.merge import Timeline
 
     events = [_ev(1, "gpu 0 info", kind="gpu-info", gpu="0", pci="0000:3b:00.0", name="NVIDIA A100-SXM4-80GB"),
               _ev(2, "topo", kind="gpu-info", gpu="0", link="NV12"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from forensics.analysis import Options, analyze
-from forensics.match.lint import lint_paths
+from forensics.evaluation.lint import lint_paths
 from forensics.match.redos import nested_quantifier
 
 SIG = """id = "{id}"

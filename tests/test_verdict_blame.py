@@ -12,7 +12,7 @@ from pathlib import Path
 from forensics.analysis import analyze, to_json_dict
 from forensics.events import Event, Origin, TsSource
 from forensics.match.detectors.runs import run_boundaries
-from forensics.report import render_text
+from forensics.text_report import render_text
 
 DATA = Path(__file__).parent / "data" / "report2"
 SAMPLE = Path(__file__).parent.parent / "samples" / "recorded" / "silent-stall-2gpu" / "bundle"
@@ -264,7 +264,7 @@ def test_multi_node_culprit_names_its_node(tmp_path: Path) -> None:
 
 
 def test_dt_wording() -> None:
-    from forensics.report import fmt_dt
+    from forensics.units import fmt_dt
 
     assert [fmt_dt(s) for s in (0.0, -0.2, -3, 45, 600, 9354.8)] == ["+0 s", "+0 s", "-3 s", "+45 s", "+10 min",
                                                                      "+2.6 h"]

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from forensics.parsers.common.windows_events import level_from_name, parse_local_datetime
+
 from forensics.analysis import Options, analyze, parse_input
 from forensics.events import Event, TsSource
-from forensics.parsers.windows_events import level_from_name, parse_local_datetime
-from forensics.sources import InputFile
+from forensics.ingest.sources import InputFile
 
 DATA = Path(__file__).parent / "data" / "health"
 ZH = DATA / "nvitop136-zh-kernel-power-41.txt"

@@ -6,15 +6,16 @@ import re
 import tomllib
 from pathlib import Path
 
-import pytest
-
 from forensics.analysis import analyze, to_json_dict
 from forensics.match.xid_catalog import catalog, catalog_version, describe, lookup
-from forensics.report import render_text
+from forensics.text_report import render_text
 
 ROOT = Path(__file__).parent.parent
 TABLE = ROOT / "forensics" / "match" / "xid_catalog.toml"
-KNOWLEDGE = Path("/work/shared/knowledge/catalog-driver.md")  # the project's driver notes, when present
+#: Every Xid the project's driver notes name (the knowledge catalogue the signatures were written from,
+#: kept outside the repository; its Xid numbers copied here on 2026-12-04 so the check runs everywhere).
+KNOWLEDGE_XIDS = (8, 13, 31, 32, 38, 43, 44, 45, 46, 48, 54, 56, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109,
+                  119, 120, 121, 136, 137, 140, 143, 144, 145, 146, 147, 148, 149, 150, 154, 171, 172)
 BUCKETS = {"RESTART_APP", "RESET_GPU", "RESTART_BM", "RESTART_VM", "CONTACT_SUPPORT", "IGNORE", "CHECK_MECHANICALS",
            "CHECK_UVM", "UPDATE_SWFW", "XID_154", "WORKFLOW_XID_45", "WORKFLOW_XID_48", "WORKFLOW_NVLINK_ERR",
            "WORKFLOW_NVLINK5_ERR", ""}
@@ -70,13 +71,8 @@ def test_every_xid_the_signatures_name_is_in_the_table() -> None:
     assert missing == []
 
 
-@pytest.mark.skipif(not KNOWLEDGE.exists(), reason="the shared driver knowledge notes are not on this machine")
 def test_every_xid_the_knowledge_catalogue_names_is_in_the_table() -> None:
-    named = _numbers(KNOWLEDGE.read_text(encoding="utf-8"))
-    table = re.findall(r"^\| (\d{1,3})(?: / (\d{1,3}))? \|", KNOWLEDGE.read_text(encoding="utf-8"), re.M)
-    named |= {int(n) for row in table for n in row if n}
-    assert len(named) > 30
-    assert sorted(n for n in named if lookup(n) is None) == []
+    assert sorted(n for n in KNOWLEDGE_XIDS if lookup(n) is None) == []
 
 
 def _dmesg(tmp_path: Path, lines: list[str]) -> Path:

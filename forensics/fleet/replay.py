@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from forensics.bundle import IDX_MAGIC
+from forensics.ingest.bundle import IDX_MAGIC
 from forensics.lazy_re import lazy_compile
 
 __all__ = ["Placed", "replay_fleet", "samples"]

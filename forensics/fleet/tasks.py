@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from forensics.bundle import MANIFEST, read_manifest
+from forensics.ingest.bundle import MANIFEST, read_manifest
 from forensics.lazy_re import lazy_compile
 from forensics.pci import normalize_pci
 
@@ -84,7 +84,7 @@ def _smi_q(path: Path) -> list[Gpu]:
 def gpu_table(path: str) -> list[Gpu]:
     """Every GPU the bundles behind ``path`` name, merged by (host, PCI address) from ``host/gpus.json``,
     ``host/nvidia-smi-q.xml`` and the ``nvml.jsonl`` header (archives: ``gpus.json`` only)."""
-    from forensics.postmortem.environment import read_bundle_facts
+    from forensics.ingest.environment import read_bundle_facts
 
     merged: dict[tuple[str, str], Gpu] = {}
 

@@ -32,7 +32,7 @@ from forensics.match.unrecognized import unrecognized, verdict_for
 from forensics.match.verdict import decide
 from forensics.match.xid_catalog import catalog_version, describe
 from forensics.match.xid_incidents import xid_code, xid_incidents
-from forensics.timeline import Timeline
+from forensics.timeline.merge import Timeline
 
 __all__ = ["Signature", "SignatureError", "add_derived_events", "diagnose", "load_signatures", "notable_literals"]
 

@@ -2,7 +2,7 @@
 
 When the root cause is ``p2p-sram-error`` (nvlddmkm 14 ``PCIE P2PREQ/REORDER, Uncorrectable SRAM
 Error``, then a TDR and the application losing the GPU) and the topology facts
-(:mod:`forensics.topology`) put one GPU behind the chipset while its peer runs on CPU lanes, the
+(:mod:`forensics.timeline.topology`) put one GPU behind the chipset while its peer runs on CPU lanes, the
 verdict names that cross-GPU path as the cause, gives the report's remedies in its order (the
 second GPU disabled at the device level, then the cross-GPU traffic off, then the platform
 settings; the topology step is dropped because it is answered) and rules out the power supply and
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from forensics.events import Event, MetricSample
 from forensics.findings import Verdict
-from forensics.topology import Topology, read_topology
+from forensics.timeline.topology import Topology, read_topology
 
 __all__ = ["HOT_C", "refine_cross_gpu"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from forensics.events import Event, Severity
 from forensics.findings import Confidence, Finding, Role, Verdict
-from forensics.parsers.py_traceback import SIGNALS
+from forensics.parsers.producers.py_traceback import SIGNALS
 
 __all__ = ["ID", "TAIL_LINES", "attach_output_tail", "failure_evidence", "unrecognized"]
 

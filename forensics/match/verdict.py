@@ -196,7 +196,7 @@ def _cross_rank_sentence(f: Finding) -> str:
 
 def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequence[Event],
              culprits: str = "") -> str:
-    from forensics.report import when as human_time
+    from forensics.units import when as human_time
 
     f = root.m.finding
     first = min((events[p] for p in root.m.anchors if events[p].ts is not None), key=lambda e: e.ts or 0,

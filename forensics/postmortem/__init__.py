@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
-    from forensics.postmortem.environment import BundleFacts
+    from forensics.ingest.environment import BundleFacts
 
 __all__ = ["FORMATS", "render_report", "write_report"]
 

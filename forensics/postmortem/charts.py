@@ -85,7 +85,7 @@ def p2p_cells(p2p: dict[str, list[list[str]]]) -> tuple[list[str], list[list[str
 
 
 def attachment_facts(analysis: Analysis) -> list[str]:
-    """The PCIe topology facts (forensics/topology.py) when a GPU sits behind the chipset or a switch:
+    """The PCIe topology facts (forensics/timeline/topology.py) when a GPU sits behind the chipset or a switch:
     the line of the hardware table a user wrote by hand in report 1 ("the second GPU is in a chipset x4
     slot"). Empty when every GPU is on CPU lanes or nothing is known."""
     topo = analysis.topology

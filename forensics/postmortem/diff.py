@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
-    from forensics.postmortem.environment import BundleFacts
+    from forensics.ingest.environment import BundleFacts
 
 __all__ = ["compare", "render_diff_markdown", "render_diff_text"]
 

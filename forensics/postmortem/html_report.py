@@ -63,7 +63,7 @@ def _e(value: Any) -> str:
 
 
 def _iso(ts: int | None) -> str:
-    from forensics.report import iso
+    from forensics.units import iso
 
     text = iso(ts)
     return text.replace("T", " ")[:23] + "Z" if text else "(no time)"
@@ -127,7 +127,7 @@ def _evidence(f: Finding) -> str:
 
 
 def render_html(analysis: Analysis, data: dict[str, Any]) -> str:
-    from forensics.report import headline
+    from forensics.text_report import headline
 
     v = analysis.verdict
     f = v.root_cause
@@ -323,7 +323,7 @@ def _metrics(analysis: Analysis, data: dict[str, Any]) -> list[str]:
     t0, t1 = window
     cols = 160
     found = marks(analysis, t0, t1, cols)
-    from forensics.report import iso
+    from forensics.units import iso
 
     a, b = (iso(t0) or "")[11:19], (iso(t1) or "")[11:19]
     if found:

@@ -85,7 +85,7 @@ def _evidence(analysis: Analysis, f: Finding, raw_lines: int) -> list[str]:
 
 
 def _iso(ts: int | None) -> str | None:
-    from forensics.report import iso
+    from forensics.units import iso
 
     return iso(ts)
 
@@ -121,7 +121,7 @@ def render_markdown(analysis: Analysis, data: dict[str, Any], limit: int = LIMIT
 
 
 def _render(analysis: Analysis, data: dict[str, Any], raw_lines: int, packages: bool, topology: bool) -> str:
-    from forensics.report import headline
+    from forensics.text_report import headline
 
     v = analysis.verdict
     f = v.root_cause
@@ -267,7 +267,7 @@ def _metrics(analysis: Analysis, data: dict[str, Any]) -> list[str]:
                 row[col] = letter
             lines.append(f"{'findings':<{label_w}} {''.join(row)}")
             lines += [f"  {letter} = {f.signature} at {_when(_iso(f.first_seen))}" for _c, letter, f in found]
-        from forensics.report import iso
+        from forensics.units import iso
 
         gap = " " * max(1, SPARK_WIDTH - 16)
         lines.append(f"{'':<{label_w}} {(iso(t0) or '')[11:19]}{gap}{(iso(t1) or '')[11:19]}")

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from forensics.postmortem.environment import BundleFacts
+from forensics.ingest.environment import BundleFacts
 from forensics.postmortem.metrics import gpu_frame, gpu_summary, progress_summary, rank_steps
 from forensics.secrets import redact_text
 
@@ -58,7 +58,7 @@ def _num(v: Any, digits: int = 1) -> float | None:
 
 def build_report(analysis: Analysis, facts: list[BundleFacts]) -> dict[str, Any]:
     from forensics.analysis import to_json_dict
-    from forensics.report import headline
+    from forensics.text_report import headline
 
     data = to_json_dict(analysis)
     data["report"] = {"version": REPORT_VERSION, "headline": headline(analysis)}

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forensics.bundle import IDX_MAGIC
 from forensics.errors import UsageError
+from forensics.ingest.bundle import IDX_MAGIC
 from forensics.lazy_re import lazy_compile
 from forensics.secrets import REDACTED, has_secret, mask_text, redact_text
 

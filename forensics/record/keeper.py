@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from forensics.bundle import IDX_MAGIC, pack_receipt
+from forensics.ingest.bundle import IDX_MAGIC, pack_receipt
 
 if sys.platform == "win32":  # it needs fork; the session never imports it there (tells mypy so)
     raise ImportError("forensics.record.keeper is POSIX only")

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from forensics import __version__
-from forensics.bundle import FORMAT, MANIFEST, VERSION
 from forensics.errors import RecordError, UsageError
+from forensics.ingest.bundle import FORMAT, MANIFEST, VERSION
 from forensics.record.arm import TORCH_DIR, arm_env
 from forensics.record.clock import boot_times, iso_utc, local_zone_name, now_ns, stamp_for_path
 from forensics.record.degrade import Degradation

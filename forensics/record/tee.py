@@ -5,7 +5,7 @@ The bytes go to ``<stream>.log`` first (one ``os.write``, no buffering: what was
 survives a SIGKILL of the recorder), then to the recorder's own stdout/stderr. If the
 terminal goes away (EIO/EPIPE) echoing stops and recording goes on.
 
-The receipt index (``<stream>.idx``, format in :mod:`forensics.bundle`) holds
+The receipt index (``<stream>.idx``, format in :mod:`forensics.ingest.bundle`) holds
 ``(end_offset, utc_ns)`` pairs: "bytes before end_offset had arrived by utc_ns". A pair
 is written for a chunk that completes a line, at most one per ``MIN_GAP_NS``, and for
 a chunk without a newline (a ``\\r`` progress bar redraw) at most once a second, plus
@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from forensics.bundle import IDX_MAGIC, pack_receipt
+from forensics.ingest.bundle import IDX_MAGIC, pack_receipt
 from forensics.record.writer import AppendFile
 
 __all__ = ["StreamTee"]

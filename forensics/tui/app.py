@@ -123,7 +123,7 @@ class ForensicsApp(App[int]):
                 analysis = self._loader()
             else:
                 from forensics.analysis import analyze
-                from forensics.progress import Progress, describe
+                from forensics.ingest.meter import Progress, describe
 
                 def progress(p: Progress) -> None:
                     self.post_message(Progressed(describe(p)))

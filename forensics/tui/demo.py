@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from forensics.analysis import Analysis, SourceReport
 from forensics.events import Event, MetricSample, Origin, Severity, TsSource
 from forensics.findings import Confidence, Finding, Role, Verdict
-from forensics.textdoc import TextDocument
-from forensics.timeline import Timeline, build_timeline
+from forensics.ingest.textdoc import TextDocument
+from forensics.timeline.merge import Timeline, build_timeline
 
 if TYPE_CHECKING:
     from textual.pilot import Pilot

@@ -17,8 +17,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from forensics.events import Event, TsSource
+from forensics.ingest.textdoc import Line, TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.textdoc import Line, TextDocument
 from forensics.tui.index import QueryError
 from forensics.tui.model import fmt_stamp
 

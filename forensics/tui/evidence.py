@@ -19,8 +19,7 @@ from textual.widgets.option_list import Option
 
 from forensics.events import Event, Severity
 from forensics.findings import Finding, number_ranges
-from forensics.report import fmt_dt
-from forensics.textdoc import TextDocument
+from forensics.ingest.textdoc import TextDocument
 from forensics.tui.dialogs import context_lines, excerpt, render_context
 from forensics.tui.model import (
     Model,
@@ -37,6 +36,7 @@ from forensics.tui.model import (
 )
 from forensics.tui.overview import FACTS_STYLE, MUTED, RISK_STYLE, finding_badge, is_risk
 from forensics.tui.timeline_view import SEVERITY_TAGS, severity_style, source_style
+from forensics.units import fmt_dt
 
 __all__ = ["EvidenceView", "ShowInTimeline", "evidence_body"]
 

@@ -18,9 +18,9 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from forensics.analysis import Analysis
-from forensics.clocksync import describe_offset
 from forensics.findings import Finding, Role, number_ranges
 from forensics.match.facts import oom_sentence
+from forensics.timeline.clocksync import describe_offset
 from forensics.tui.chart_widgets import GpuSparkTable
 from forensics.tui.model import (
     Model,
@@ -35,7 +35,7 @@ from forensics.tui.model import (
 from forensics.tui.sizes import NARROW, SHORT
 
 if TYPE_CHECKING:
-    from forensics.timeline import Timeline
+    from forensics.timeline.merge import Timeline
 
 __all__ = ["FindingChosen", "OverviewView", "facts_text", "finding_option", "role_badge",
            "verdict_text"]
@@ -215,7 +215,7 @@ def clock_text(timeline: Timeline) -> str:
 
 
 def _pcie_text(analysis: Analysis) -> Text | None:
-    """Chipset/switch-attached GPUs and the paths between GPUs (forensics/topology.py), when known."""
+    """Chipset/switch-attached GPUs and the paths between GPUs (forensics/timeline/topology.py), when known."""
     topo = analysis.topology
     attached = [g for g in topo.gpus if g.attachment in ("chipset", "switch")]
     if not attached and not topo.paths and not topo.shared:

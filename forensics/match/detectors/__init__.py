@@ -49,7 +49,7 @@ from forensics.match.detectors.recorder_health import nvml_unresponsive
 from forensics.match.detectors.runs import boundaries_of, forget_boundaries, throughput_across_runs
 from forensics.match.detectors.stacks import stack_dumps
 from forensics.match.detectors.stunted import silent_stunted_ranks, stunted_workers
-from forensics.timeline import Timeline
+from forensics.timeline.merge import Timeline
 
 __all__ = ["DETECTORS", "run_detectors"]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from forensics.events import Event, Severity
 from forensics.findings import number_ranges
 from forensics.match.detectors.common import derived
-from forensics.parsers.base import as_int as _int
+from forensics.values import as_int as _int
 
 __all__ = ["cross_rank"]
 

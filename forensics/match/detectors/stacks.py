@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from forensics.events import Event, Severity
 from forensics.findings import number_ranges
 from forensics.match.detectors.common import derived
-from forensics.parsers.hang_stack import WAITS, words
+from forensics.parsers.producers.hang_stack import WAITS, words
 
 __all__ = ["stack_dumps"]
 

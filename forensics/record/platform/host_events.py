@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forensics.bundle import IDX_MAGIC, pack_receipt
+from forensics.ingest.bundle import IDX_MAGIC, pack_receipt
 from forensics.lazy_re import lazy_compile
 from forensics.record.clock import iso_utc
 from forensics.record.writer import AppendFile

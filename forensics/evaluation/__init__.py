@@ -1,0 +1,1 @@
+"""How well the analyzer does: corpora scored, metamorphic invariance, the signatures' own examples and lint."""

@@ -1,0 +1,1 @@
+"""From what the user passed to text documents: inputs, archives, bundles, mapped files, presentation."""

@@ -1,0 +1,1 @@
+"""One timeline from many sources: clocks, hosts, identities, topology, filters."""

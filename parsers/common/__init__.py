@@ -1,0 +1,1 @@
+"""What several log formats share: the parser contract, line templates, the big-log pre-pass, readers."""
