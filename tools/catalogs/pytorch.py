@@ -9,20 +9,26 @@ entry per message the code writes:
   ``TORCH_WARN`` / ``TORCH_WARN_ONCE`` (warned), ``LOG(ERROR|WARNING|FATAL)`` / ``C10D_ERROR`` /
   ``C10D_WARNING`` (logged). ``c10::str`` arguments and ``a << b`` / ``a + b`` operands are joined:
   a string literal is kept, any other operand is a value (``{}``); ``fmt::format`` and the ``C10D_*``
-  log macros take a fmt string whose ``{…}`` fields are values. A message held in a local variable
-  (``auto msg = c10::str(...)``, ``std::stringstream ss; ss << ...``) is read where it is built and takes
-  the level of the first macro within the next lines that uses the variable; one built in a
-  ``return c10::str(...)`` (a message-making helper) gets the level ``c10::str`` and the rules decide.
-* Python (parsed with ``ast``): ``raise X("...")`` (level ``raise``, the exception class in ``code``),
+  log macros take a fmt string whose ``{…}`` fields are values (``C10D_*`` print ``[c10d] `` before it,
+  which is not part of ``format``). A message held in a local variable (``auto msg = c10::str(...)``,
+  ``ss << ...``, ``msg.append(...)``) is read where it is built and takes the level of the first macro in
+  the next 60 lines that uses the variable; a string declared empty and set under a condition stays a
+  value. One built in a ``return c10::str(...)`` (a message-making helper) gets the level ``c10::str``,
+  a sentence kept in a variable for later (NCCL's error interpretations) ``string``; the rules decide.
+* Python (parsed with ``ast``): ``raise X("...")`` (level ``raise``, the exception class in ``code``; a
+  bare ``raise RendezvousTimeoutError`` gives the class name as the text),
   ``logger.error/exception/critical/warning(...)`` (``logging.error`` … ``logging.warning``),
   ``warnings.warn(...)``; f-strings, ``%`` and ``str.format`` values are ``{}``; a message held in a
-  local variable is followed to its assignment. The text templates of torchrun's ChildFailedError
-  report are split into their lines (level ``template``).
+  local variable is followed to its assignment. torchrun's failure report is read from its text
+  templates, one entry per line (level ``template``), and the ``message`` its ProcessFailure shows as
+  the traceback (level ``message``).
 
-The level is the producer's construct (TORCH_CHECK, LOG(ERROR), raise …); a level of ``LOG(INFO)`` and
-lower, ``VLOG`` and ``C10D_INFO/DEBUG/TRACE`` are not read at all. What each message means for a run is
-decided in tools/catalogs/rules/pytorch.toml, not here. ``OLDER_WORDINGS`` holds the messages whose
-wording differs in releases other than the pin (read at the commit or tag named in their ``where``).
+The level is the producer's construct (TORCH_CHECK, LOG(ERROR), raise …). Info-level constructs
+(``LOG(INFO)``, ``C10D_INFO``, ``logger.info``) are read only where ``INFO_KEEP`` names them (flight-recorder
+dumps, the elastic agent restarting a failed worker group); ``VLOG`` and debug levels never. A text with
+fewer than two words of its own (a key, a repr) is left out, and so are the helpers in ``SKIP``. What each
+message means for a run is decided in tools/catalogs/rules/pytorch.toml, not here. ``OLDER_WORDINGS`` holds
+the messages whose wording differs in releases other than the pin (read where their ``where`` says).
 """
 
 from __future__ import annotations
@@ -286,7 +292,10 @@ class _CppFile:
         window = self.src[max(0, before - 6000):before]
         base = max(0, before - 6000)
         best: tuple[int, str] | None = None
+        declared_empty = re.search(r"\bstd::string\s+" + re.escape(name) + r"\s*;", window)
         for m in re.finditer(r"\b" + re.escape(name) + r"\s*=\s*(?!=)", window):
+            if declared_empty and declared_empty.start() < m.start():
+                continue  # declared empty, then set under a condition: a value that may be absent
             rhs_start = base + m.end()
             end = self._statement_end(rhs_start)
             rhs = self.src[rhs_start:end]
@@ -367,6 +376,7 @@ class _CppFile:
             self.constructs.append(("throw", m.start(), end))
             if args:
                 found.append((m.start(), "throw", args[-1], m.group(1).split("::")[-1]))
+        self.constructs.sort(key=lambda c: c[1])
         for start, level, expr, code in sorted(found):
             if expr.startswith("\0fmt\0"):
                 yield start, level, _fmt_pieces(_literal(expr[5:]) or ""), code
@@ -582,5 +592,62 @@ def extract(root: Path) -> list[dict[str, Any]]:
     return out + [dict(w) for w in OLDER_WORDINGS]
 
 
-#: Wordings of releases other than the pin, read at the commit or tag in ``where`` (see the rules file).
-OLDER_WORDINGS: list[dict[str, Any]] = []
+def _older(id_: str, text: str, where: str, level: str, versions: list[str]) -> dict[str, Any]:
+    return {"id": id_, "format": text.replace("{{", "{").replace("}}", "}"), "text": text, "where": where,
+            "level": level, "versions": versions}
+
+
+_V113 = "@v1.13.1"  # Debian's pytorch_1.13.1+dfsg.orig.tar.xz, git 49444c3e546bf240bed24a101e747422d1f8a0ee
+_PGNCCL = "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"
+
+#: Wordings of releases other than the pin. ``where`` names the tree they were read in: a file and line at
+#: v1.13.1, a file at a main-branch commit (the code index's copy), or a file at the releases whose
+#: dated logs show the wording (no line: no tagged tree of those releases was at hand).
+OLDER_WORDINGS: list[dict[str, Any]] = [
+    _older("pytorch.alloc.cuda-out-memory-tried-allocate-gpu@1.13",
+           "CUDA out of memory. Tried to allocate {} (GPU {}; {} total capacity; {} already allocated; {} free; {}"
+           " reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb"
+           " to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
+           "c10/cuda/CUDACachingAllocator.cpp:681" + _V113, "TORCH_CHECK_WITH", ["1.13", "2.0"]),
+    _older("pytorch.alloc.cuda-out-memory-tried-allocate-gpu@2.1",
+           "CUDA out of memory. Tried to allocate {}. GPU {} has a total capacty of {} of which {} is free. {}Of the"
+           " allocated memory {} is allocated by PyTorch, and {} is reserved by PyTorch but unallocated. If reserved"
+           " but unallocated memory is large try setting max_split_size_mb to avoid fragmentation.  See"
+           " documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
+           "c10/cuda/CUDACachingAllocator.cpp@2.1 (the index's main-branch copy; 'capacty' in 2.1 logs)",
+           "TORCH_CHECK_WITH", ["2.1"]),
+    _older("pytorch.cuda.cuda-kernel-errors-might-asynchronously-reported@1.13",
+           "\nCUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below"
+           " might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
+           "c10/cuda/CUDAMiscFunctions.cpp:14" + _V113, "c10::str", ["1.13"]),
+    _older("pytorch.nccl.watchdog-caught-collective-operation-timeout-ran@1.13",
+           "[Rank {}] Caught collective operation timeout: {} ran for {} milliseconds before timing out.",
+           _PGNCCL + ":523" + _V113, "TORCH_CHECK", ["1.13"]),
+    _older("pytorch.nccl.work-timed-out-blocking-wait@1.13", "Work {} timed out in call to wait().",
+           _PGNCCL + ":503" + _V113, "c10::str", ["1.13"]),
+    _older("pytorch.nccl.setting-up-nccl-communicator-retrieving-nccluniqueid@1.13",
+           "[{}] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d key-value store by"
+           " key '{}', but store->get('{}') got error: ", _PGNCCL + ":1116" + _V113, "TORCH_CHECK", ["1.13"]),
+    _older("pytorch.nccl.setting-up-nccl-communicator-retrieving-nccluniqueid-2@1.13",
+           "[{}] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d key-value store by"
+           " key '{}', but store->get('{}') got error: {}", _PGNCCL + ":1125" + _V113, "TORCH_CHECK", ["1.13"]),
+    _older("pytorch.nccl.unknown-exception-while-setting-up-nccl@1.13",
+           "Unknown exception while [{}] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via"
+           " c10d key-value store by key '{}'", _PGNCCL + ":1127" + _V113, "TORCH_CHECK", ["1.13"]),
+    _older("pytorch.c10d.timed-out-initializing-process-group-store@1.13",
+           "Timed out initializing process group in store based barrier on rank: {}, for key: {} (world_size={},"
+           " worker_count={}, timeout={})", "torch/distributed/distributed_c10d.py:346" + _V113, "raise", ["1.13"]),
+    _older("pytorch.nccl.process-group-watchdog-thread-terminated-exception@2.1",
+           "[Rank {}] NCCL watchdog thread terminated with exception: {}",
+           _PGNCCL + "@cf1380dfb6c8552c8cdb791a85a89499775ad409", "LOG(ERROR)", ["2.1", "2.3"]),
+    _older("pytorch.nccl.heartbeat-monitor-timed-out@2.2",
+           "{}Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()={}",
+           _PGNCCL + "@2.2-2.3 (the index's main-branch copies; dated 2.3 logs)", "c10::str", ["2.2", "2.3"]),
+    _older("pytorch.nccl.failure-detected-watchdog-work-sequence-id@2.4",
+           "{}Exception (either an error or timeout) detected by watchdog at work: {}, last enqueued NCCL work: {},"
+           " last completed NCCL work: {}.",
+           _PGNCCL + "@2.4-2.5 (the index's main-branch copy; dated 2.4 and 2.5 logs)", "LOG(ERROR)", ["2.4", "2.5"]),
+    _older("pytorch.nccl.timeout-at-nccl-work@2.4",
+           "{}Timeout at NCCL work: {}, last enqueued NCCL work: {}, last completed NCCL work: {}.",
+           _PGNCCL + "@2.4-2.5 (dated 2.4 and 2.5 logs)", "LOG(ERROR)", ["2.4", "2.5"]),
+]
