@@ -7,7 +7,7 @@ entry per message the code writes:
 * C++: the message arguments of ``TORCH_CHECK`` / ``TORCH_CHECK_WITH`` / ``TORCH_CHECK_VALUE`` /
   ``TORCH_INTERNAL_ASSERT`` / ``C10_THROW_ERROR`` / ``C10D_THROW_ERROR`` / ``throw X(...)`` (raised),
   ``TORCH_WARN`` / ``TORCH_WARN_ONCE`` (warned), ``LOG(ERROR|WARNING|FATAL)`` / ``C10D_ERROR`` /
-  ``C10D_WARNING`` (logged). ``c10::str`` arguments and ``a << b`` / ``a + b`` operands are joined:
+  ``C10D_WARNING`` and socket.cpp's ``recordError`` (logged). ``c10::str`` arguments and ``a << b`` / ``a + b`` operands are joined:
   a string literal is kept, any other operand is a value (``{}``); ``fmt::format`` and the ``C10D_*``
   log macros take a fmt string whose ``{…}`` fields are values (``C10D_*`` print ``[c10d] `` before it,
   which is not part of ``format``). A message held in a local variable (``auto msg = c10::str(...)``,
@@ -120,8 +120,10 @@ _RAISE = ("TORCH_CHECK", "TORCH_CHECK_WITH", "TORCH_CHECK_VALUE", "TORCH_CHECK_T
 _SKIP_ARGS = {"TORCH_CHECK": 1, "TORCH_CHECK_WITH": 2, "TORCH_CHECK_VALUE": 1, "TORCH_CHECK_TYPE": 1,
               "TORCH_CHECK_INDEX": 1, "TORCH_CHECK_NOT_IMPLEMENTED": 1, "TORCH_INTERNAL_ASSERT": 1,
               "C10_THROW_ERROR": 1, "C10D_THROW_ERROR": 1, "TORCH_WARN": 0, "TORCH_WARN_ONCE": 0,
-              "C10D_ERROR": 0, "C10D_WARNING": 0, "C10D_INFO": 0}
-_FMT_MACROS = {"C10D_ERROR", "C10D_WARNING", "C10D_INFO"}
+              "C10D_ERROR": 0, "C10D_WARNING": 0, "C10D_INFO": 0, "recordError": 0}
+_FMT_MACROS = {"C10D_ERROR", "C10D_WARNING", "C10D_INFO", "recordError"}
+#: socket.cpp's recordError() logs its fmt message with C10D_WARNING and keeps it for the error it may raise.
+_LEVEL_OF = {"recordError": "C10D_WARNING"}
 _INFO_LEVELS = {"LOG(INFO)", "C10D_INFO", "logging.info"}
 #: The only info-level messages read: a signature's evidence or a step of a failure's story.
 INFO_KEEP = re.compile(
@@ -358,13 +360,14 @@ class _CppFile:
             end = _balanced(self.src, m.end() - 1)
             args = _split_top(self.src[m.end():end - 1], (",",))
             name = m.group(1)
+            level = _LEVEL_OF.get(name, name)
             code = args[0] if name in ("TORCH_CHECK_WITH", "C10_THROW_ERROR", "C10D_THROW_ERROR") and args else None
             body = args[_SKIP_ARGS[name]:]
-            self.constructs.append((name, m.start(), end))
+            self.constructs.append((level, m.start(), end))
             if name in _FMT_MACROS and body and _literal(body[0]) is not None:
-                found.append((m.start(), name, "\0fmt\0" + body[0], code))
+                found.append((m.start(), level, "\0fmt\0" + body[0], code))
             elif body:
-                found.append((m.start(), name, " << ".join(body), code))
+                found.append((m.start(), level, " << ".join(body), code))
         for m in _LOG_RE.finditer(self.src):
             end = self._statement_end(m.end())
             level = f"LOG({m.group(1)})"
