@@ -7,14 +7,15 @@ entry per message the code writes:
 * C++: the message arguments of ``TORCH_CHECK`` / ``TORCH_CHECK_WITH`` / ``TORCH_CHECK_VALUE`` /
   ``TORCH_INTERNAL_ASSERT`` / ``C10_THROW_ERROR`` / ``C10D_THROW_ERROR`` / ``throw X(...)`` (raised),
   ``TORCH_WARN`` / ``TORCH_WARN_ONCE`` (warned), ``LOG(ERROR|WARNING|FATAL)`` / ``C10D_ERROR`` /
-  ``C10D_WARNING`` and socket.cpp's ``recordError`` (logged). ``c10::str`` arguments and ``a << b`` / ``a + b`` operands are joined:
-  a string literal is kept, any other operand is a value (``{}``); ``fmt::format`` and the ``C10D_*``
-  log macros take a fmt string whose ``{…}`` fields are values (``C10D_*`` print ``[c10d] `` before it,
-  which is not part of ``format``). A message held in a local variable (``auto msg = c10::str(...)``,
-  ``ss << ...``, ``msg.append(...)``) is read where it is built and takes the level of the first macro in
-  the next 60 lines that uses the variable; a string declared empty and set under a condition stays a
-  value. One built in a ``return c10::str(...)`` (a message-making helper) gets the level ``c10::str``,
-  a sentence kept in a variable for later (NCCL's error interpretations) ``string``; the rules decide.
+  ``C10D_WARNING`` and socket.cpp's ``recordError`` (logged). ``c10::str`` arguments and ``a << b`` / ``a +
+  b`` operands are joined: a string literal is kept, any other operand is a value (``{}``); ``fmt::format``
+  and the ``C10D_*`` log macros take a fmt string whose ``{…}`` fields are values (``C10D_*`` print ``[c10d]
+  `` before it, which is not part of ``format``). A message held in a local variable (``auto msg =
+  c10::str(...)``, ``ss << ...``, ``msg.append(...)``) is read where it is built and takes the level of the
+  first macro in the next 60 lines that uses the variable; a string declared empty and set under a condition
+  stays a value. One built in a ``return c10::str(...)`` (a message-making helper) gets the level
+  ``c10::str``, a sentence kept in a variable for later (NCCL's error interpretations) ``string``; the rules
+  decide.
 * Python (parsed with ``ast``): ``raise X("...")`` (level ``raise``, the exception class in ``code``; a
   bare ``raise RendezvousTimeoutError`` gives the class name as the text),
   ``logger.error/exception/critical/warning(...)`` (``logging.error`` … ``logging.warning``),
@@ -465,9 +466,9 @@ class _PyFile(ast.NodeVisitor):
         for scope in self.scopes[::-1]:
             for n in ast.walk(scope):
                 if (isinstance(n, ast.Assign) and n.lineno < name.lineno
-                        and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)):
-                    if best is None or n.lineno > getattr(best, "lineno", 0):
-                        best = n
+                        and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)
+                        and (best is None or n.lineno > getattr(best, "lineno", 0))):
+                    best = n
             if best is not None:
                 return best.value  # type: ignore[attr-defined]
         return None
@@ -644,7 +645,8 @@ OLDER_WORDINGS: list[dict[str, Any]] = [
            "[Rank {}] NCCL watchdog thread terminated with exception: {}",
            _PGNCCL + "@cf1380dfb6c8552c8cdb791a85a89499775ad409", "LOG(ERROR)", ["2.1", "2.3"]),
     _older("pytorch.nccl.heartbeat-monitor-timed-out@2.2",
-           "{}Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()={}",
+           "{}Heartbeat monitor timed out! Process will be terminated after dumping debug info."
+           " workMetaList_.size()={}",
            _PGNCCL + "@2.2-2.3 (the index's main-branch copies; dated 2.3 logs)", "c10::str", ["2.2", "2.3"]),
     _older("pytorch.nccl.failure-detected-watchdog-work-sequence-id@2.4",
            "{}Exception (either an error or timeout) detected by watchdog at work: {}, last enqueued NCCL work: {},"
