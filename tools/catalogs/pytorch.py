@@ -7,10 +7,10 @@ entry per message the code writes:
 * C++: the message arguments of ``TORCH_CHECK`` / ``TORCH_CHECK_WITH`` / ``TORCH_CHECK_VALUE`` /
   ``TORCH_INTERNAL_ASSERT`` / ``C10_THROW_ERROR`` / ``C10D_THROW_ERROR`` / ``throw X(...)`` (raised),
   ``TORCH_WARN`` / ``TORCH_WARN_ONCE`` (warned), ``LOG(ERROR|WARNING|FATAL)`` / ``C10D_ERROR`` /
-  ``C10D_WARNING`` and socket.cpp's ``recordError`` (logged). ``c10::str`` arguments and ``a << b`` / ``a +
-  b`` operands are joined: a string literal is kept, any other operand is a value (``{}``); ``fmt::format``
-  and the ``C10D_*`` log macros take a fmt string whose ``{…}`` fields are values (``C10D_*`` print ``[c10d]
-  `` before it, which is not part of ``format``). A message held in a local variable (``auto msg =
+  ``C10D_WARNING`` and socket.cpp's ``recordError`` (logged). ``c10::str`` arguments and ``a << b`` /
+  ``a + b`` operands are joined: a string literal is kept, any other operand is a value (``{}``); ``fmt::format``
+  and the ``C10D_*`` log macros take a fmt string whose ``{…}`` fields are values (``C10D_*`` print
+  ``[c10d] `` before it, which is not part of ``format``). A message held in a local variable (``auto msg =
   c10::str(...)``, ``ss << ...``, ``msg.append(...)``) is read where it is built and takes the level of the
   first macro in the next 60 lines that uses the variable; a string declared empty and set under a condition
   stays a value. One built in a ``return c10::str(...)`` (a message-making helper) gets the level
