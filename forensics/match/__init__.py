@@ -18,6 +18,7 @@ import heapq
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from forensics.catalogs.matching import notable_literals as catalog_literals
 from forensics.errors import SignatureError
 from forensics.events import Event
 from forensics.findings import Confidence, Finding, Verdict
@@ -55,6 +56,8 @@ def notable_literals(signatures: Sequence[Signature]) -> tuple[bytes, ...]:
             for lit in ev.literals:
                 seen.setdefault(lit.encode("utf-8"), None)
     for lit in BOUNDARY_LITERALS:  # run boundaries (a restart is not a stall)
+        seen.setdefault(lit.encode("utf-8"), None)
+    for lit in catalog_literals():  # the producers' catalogued errors (forensics/catalogs)
         seen.setdefault(lit.encode("utf-8"), None)
     return tuple(seen)
 
@@ -98,7 +101,7 @@ def diagnose(timeline: Timeline, signatures: Sequence[Signature]) -> tuple[list[
     matches = [m for sig in signatures if (m := match_signature(sig, index)) is not None]
     note, confidence = _healthy(timeline)
     findings, verdict = decide(matches, index.events, note, confidence, timeline.metrics)
-    if verdict.root_cause is None and (unknown := unrecognized(index.events)) is not None:
+    if verdict.root_cause is None and (unknown := unrecognized(index.events, index.catalog_hits)) is not None:
         findings, verdict = verdict_for(unknown, findings, verdict)  # a failure no signature knows
     verdict.warnings = warnings + index.warnings
     _add_xid_context(verdict, index.events)

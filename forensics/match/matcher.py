@@ -24,6 +24,11 @@ __all__ = ["MAX_EVIDENCE", "Match", "match_signature", "score"]
 
 #: Evidence events kept on a finding (first ones and last ones); the count is kept in ``matched``.
 MAX_EVIDENCE = 16
+#: The weight of an anchor found through a producer's catalogue (a message that alone is evidence of the
+#: signature, in a wording its own patterns may not know); a signature's own firm anchors weigh 1.
+CATALOG_WEIGHT = 0.9
+#: The name under which those anchors are listed.
+CATALOG_ANCHOR = "catalogue"
 
 
 @dataclass
@@ -93,6 +98,12 @@ def match_signature(sig: Signature, index: EventIndex) -> Match | None:
                 risk_names.setdefault(p, []).append(ev.name)
             else:
                 firm[p] = max(firm.get(p, 0.0), ev.weight)
+    from_catalog = index.catalog_positions(sig.id)
+    selected[CATALOG_ANCHOR] = from_catalog
+    for p in from_catalog:
+        anchors.add(p)
+        weight_of[p] = max(weight_of.get(p, 0.0), CATALOG_WEIGHT)
+        firm[p] = max(firm.get(p, 0.0), CATALOG_WEIGHT)
     if not anchors:
         return None
     has_excludes = any(e.role == "excludes" for e in sig.evidence)
@@ -115,12 +126,13 @@ def match_signature(sig: Signature, index: EventIndex) -> Match | None:
             valid = correlation.event_count(valid, events, corr)
         else:
             valid_set = set(valid)
-            chosen = {n: ([p for p in ps if p in valid_set] if n in {a.name for a in sig.anchors} else ps)
-                      for n, ps in selected.items()}
+            anchor_names = {a.name for a in sig.anchors} | {CATALOG_ANCHOR}
+            chosen = {n: ([p for p in ps if p in valid_set] if n in anchor_names else ps)
+                      for n, ps in selected.items() if n != CATALOG_ANCHOR or n in corr.order}
             chain = correlation.temporal_ordered(chosen, events, corr)
             # An anchor the order does not name proves the failure on its own.
-            alone = sorted({p for a in sig.anchors if a.name not in corr.order
-                            for p in selected.get(a.name, ()) if p in valid_set})
+            alone = sorted({p for name in [a.name for a in sig.anchors] + [CATALOG_ANCHOR] if name not in corr.order
+                            for p in selected.get(name, ()) if p in valid_set})
             if not chain and not alone:
                 return None
             valid = sorted({p for p in chain if p in valid_set} | set(alone)) or chain

@@ -1,0 +1,113 @@
+"""Which event holds which catalogued message: one literal pass over all event texts, then a check.
+
+Each matchable message is looked for by its longest fixed piece (one multi-literal pass over all events,
+:class:`~forensics.match.literal_index.LiteralIndex`'s engine); an event that holds it is checked line by
+line for all the message's pieces in order (:func:`~forensics.catalogs.text.holds_in_order`). A short message
+(fewer than :data:`~forensics.catalogs.text.MARKED_BELOW` fixed characters) counts only on a line that also
+holds one of its catalogue's markers. Of several messages on one event, the one with the most fixed
+characters wins (the most specific wording); on a tie an error beats a warning.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from forensics.catalogs.model import Catalog, Message, MessageClass, all_classes, shipped
+from forensics.catalogs.text import MARKED_BELOW, holds_in_order
+
+__all__ = ["MAX_TEXT", "Hit", "keys", "match_texts", "notable_literals"]
+
+#: Characters of one event's text that are checked (a flood of assert lines can make one huge record).
+MAX_TEXT = 64 * 1024
+_RANK = {"error": 2, "warning": 1, "info": 0}
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One event's catalogued message, with its class and catalogue."""
+
+    message: Message
+    cls: MessageClass | None
+    catalog: Catalog
+
+    @property
+    def severity(self) -> str:
+        return self.message.severity
+
+    def describe(self) -> str:
+        """``NCCL: an NCCL network error (nccl.net-ib.completion-error)``."""
+        what = self.cls.title if self.cls is not None else f"a {self.message.severity}-level message"
+        return f"{self.catalog.title}: {what} ({self.message.id})"
+
+
+def notable_literals(severities: tuple[str, ...] = ("error",),
+                     catalogs: Sequence[Catalog] | None = None) -> tuple[str, ...]:
+    """The key literals of the matchable messages of these severities: a line holding one is worth an event."""
+    seen: dict[str, None] = {}
+    for cat in shipped() if catalogs is None else catalogs:
+        for m in cat.messages:
+            if m.severity in severities and m.matchable and m.key:
+                seen.setdefault(m.key, None)
+    return tuple(seen)
+
+
+def _by_key(catalogs: Sequence[Catalog]) -> dict[str, list[tuple[Message, Catalog]]]:
+    keys: dict[str, list[tuple[Message, Catalog]]] = defaultdict(list)
+    for cat in catalogs:
+        for m in cat.messages:
+            if m.matchable and m.key and m.severity != "info":
+                keys[m.key].append((m, cat))
+    return keys
+
+
+_KEYS_CACHE: dict[tuple[str, ...], dict[str, list[tuple[Message, Catalog]]]] = {}
+
+
+def keys(catalogs: Sequence[Catalog] | None = None) -> dict[str, list[tuple[Message, Catalog]]]:
+    """Key literal -> the messages looked for by it (computed once per set of catalogues)."""
+    cats = shipped() if catalogs is None else tuple(catalogs)
+    ident = tuple(f"{c.producer}@{c.commit}:{len(c.messages)}" for c in cats)
+    found = _KEYS_CACHE.get(ident)
+    if found is None:
+        found = _KEYS_CACHE[ident] = _by_key(cats)
+    return found
+
+
+def _holds(m: Message, cat: Catalog, text: str) -> bool:
+    key = m.key
+    start = text.find(key)
+    while start >= 0:
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", start)
+        line = text[line_start:line_end if line_end >= 0 else len(text)]
+        if holds_in_order(m.pieces, line) and (
+                m.fixed >= MARKED_BELOW or any(marker in line for marker in cat.markers)):
+            return True
+        if line_end < 0:
+            return False
+        start = text.find(key, line_end)
+    return False
+
+
+def match_texts(texts: Sequence[str], candidates: dict[str, list[int]],
+                catalogs: Sequence[Catalog] | None = None) -> dict[int, Hit]:
+    """The best catalogued message of each text that holds one. ``candidates`` maps a key literal
+    (lower case) to the positions whose text holds it ignoring case (a superset, from one literal pass)."""
+    best: dict[int, tuple[tuple[int, int], Message, Catalog]] = {}
+    for key, entries in keys(catalogs).items():
+        positions = candidates.get(key.lower())
+        if not positions:
+            continue
+        for pos in positions:
+            text = texts[pos][:MAX_TEXT]
+            for m, cat in entries:
+                rank = (m.fixed, _RANK[m.severity])
+                current = best.get(pos)
+                if current is not None and current[0] >= rank:
+                    continue
+                if _holds(m, cat, text):
+                    best[pos] = (rank, m, cat)
+    classes = all_classes()
+    return {pos: Hit(m, classes.get(m.class_id or ""), cat) for pos, (_, m, cat) in best.items()}

@@ -1,0 +1,73 @@
+"""A catalogue message's ``text`` (its fixed words, ``{}`` where a value goes) as something to match.
+
+Shared by the engine and the builder (``tools/catalogs/build.py``), so "matchable" means one thing.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MARKED_BELOW", "MIN_FIXED", "fixed_chars", "fragments", "holds_in_order", "key_literal", "match_line",
+           "pieces"]
+
+#: Fixed characters a text needs before it is matched at all.
+MIN_FIXED = 12
+#: Below this many fixed characters a text matches only on a line holding one of its catalogue's markers.
+MARKED_BELOW = 24
+
+
+def fragments(text: str) -> list[str]:
+    """The literal pieces between ``{}`` placeholders (``{{`` and ``}}`` are literal braces)."""
+    pieces: list[str] = []
+    current: list[str] = []
+    i = 0
+    while i < len(text):
+        two = text[i:i + 2]
+        if two in ("{{", "}}"):
+            current.append(two[0])
+            i += 2
+        elif two == "{}":
+            pieces.append("".join(current))
+            current = []
+            i += 2
+        else:
+            current.append(text[i])
+            i += 1
+    pieces.append("".join(current))
+    return pieces
+
+
+def _pieces(line: str) -> list[str]:
+    return [p.strip() for p in fragments(line) if p.strip()]
+
+
+def fixed_chars(line: str) -> int:
+    return sum(len(p) for p in _pieces(line))
+
+
+def match_line(text: str) -> str:
+    """The line of a (possibly multi-line) text that is matched: the one with the most fixed characters."""
+    lines = text.split("\n")
+    return max(lines, key=fixed_chars) if len(lines) > 1 else text
+
+
+def key_literal(text: str) -> str:
+    """The longest fixed piece of the matched line: what a big-log pre-pass and the literal index look for."""
+    pieces = _pieces(match_line(text))
+    return max(pieces, key=len) if pieces else ""
+
+
+def pieces(text: str) -> tuple[str, ...]:
+    """The fixed pieces of the matched line, in order (each stripped of the spaces around it)."""
+    return tuple(_pieces(match_line(text)))
+
+
+def holds_in_order(parts: tuple[str, ...], line: str) -> bool:
+    """Whether ``parts`` occur in ``line`` in this order, without overlapping. Taking each at its first
+    place after the previous one is enough (a later place never helps the ones after it), so this is
+    linear in the line: no regular expression, nothing to backtrack."""
+    pos = 0
+    for part in parts:
+        at = line.find(part, pos)
+        if at < 0:
+            return False
+        pos = at + len(part)
+    return True
