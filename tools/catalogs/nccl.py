@@ -43,42 +43,52 @@ _INFO_WANTED = [
     (r"^%s:%d (?:\(%s\) )?-> %d$", "return-code-chain"),
 ]
 
-#: Older wordings of mapped messages, found by running this extractor on every release tag v2.18.1-1 ...
+#: Older wordings of mapped messages, found by running this extractor on every release tag v2.7.3-1 ...
 #: v2.29.7-1 of the same repository: (id of the message, last release printing this wording, first release
 #: printing it, place in that last release, the format there). The entry's id is "<id>@<last release>".
+_OLDER_FOR = "2.30.7"
 _OLDER_WORDINGS: list[tuple[str, str, str, str, str]] = [
     ('nccl.net-ib.net-ib-got-completion-peer', '2.19.4', '2.18.1', 'src/transport/net_ib.cc:1333', 'NET/IB : Got completion from peer %s with error %d, opcode %d, len %d, vendor err %d (%s)%s%s%s%s'),
     ('nccl.net-ib.net-ib-got-completion-peer', '2.21.5', '2.20.3', 'src/transport/net_ib.cc:1909', 'NET/IB : Got completion from peer %s with status=%d opcode=%d len=%d vendor err %d (%s)%s%s%s%s'),
     ('nccl.net-ib.net-ib-got-completion-peer', '2.28.3', '2.22.3', 'src/transport/net_ib.cc:2470', 'NET/IB: Got completion from peer %s with status=%d opcode=%d len=%u vendor err %u (%s)%s%s%s%s hca %s'),
     ('nccl.net-ib.net-ib-got-completion-peer', '2.28.9', '2.28.7', 'src/transport/net_ib.cc:2543', 'NET/IB: Got completion from peer %s with status=%s(%d) opcode=%s(%d) reqSize=%d vendor_err=%u req_type=%s%s%s%s%s hca %s'),
-    ('nccl.net-ib.net-ib-got-non-fatal', '2.19.4', '2.18.1', 'src/transport/net_ib.cc:95', 'NET/IB : Got async event : %s'),
+    ('nccl.net-ib.net-ib-got-non-fatal', '2.19.4', '2.7.3', 'src/transport/net_ib.cc:95', 'NET/IB : Got async event : %s'),
     ('nccl.net-ib.net-ib-got-non-fatal', '2.22.3', '2.20.3', 'src/transport/net_ib.cc:103', 'NET/IB : %s:%d Got async event : %s'),
     ('nccl.net-ib.net-ib-got-non-fatal', '2.28.3', '2.23.4', 'src/transport/net_ib.cc:212', 'NET/IB : %s:%d Got async error event: %s'),
     ('nccl.net-ib.net-ib-async-fatal-event-cq', '2.29.7', '2.23.4', 'src/transport/net_ib/common.cc:105', 'NET/IB : %s:%d async fatal event on CQ (%p): %s'),
     ('nccl.net-ib.net-ib-async-fatal-event-qp', '2.29.7', '2.23.4', 'src/transport/net_ib/common.cc:112', 'NET/IB : %s:%d async fatal event on QP (%p): %s'),
-    ('nccl.os.connect-failed', '2.23.4', '2.18.1', 'src/misc/socket.cc:485', 'socketStartConnect: Connect to %s failed : %s'),
+    ('nccl.os.connect-failed', '2.23.4', '2.16.2', 'src/misc/socket.cc:485', 'socketStartConnect: Connect to %s failed : %s'),
     ('nccl.os.connect-failed', '2.26.6', '2.24.3', 'src/misc/socket.cc:556', '%s: Connect to %s failed : %s'),
     ('nccl.os.ncclossocketpollconnect-failed-error', '2.23.4', '2.20.3', 'src/misc/socket.cc:535', 'socketPollConnect: Connect to %s returned %d(%s) errno %d(%s)'),
     ('nccl.os.ncclossocketpollconnect-failed-error', '2.28.9', '2.27.3', 'src/misc/socket.cc:622', 'socketPollConnect to %s failed with error %s'),
-    ('nccl.socket.socketstartconnect-exceeded-retries', '2.23.4', '2.18.1', 'src/misc/socket.cc:468', 'socketStartConnect: exceeded retries (%d)'),
-    ('nccl.socket.socketstartconnect-exceeded-timeouts', '2.23.4', '2.18.1', 'src/misc/socket.cc:477', 'socketStartConnect: exceeded timeouts (%d)'),
-    ('nccl.socket.socketpollconnect-exceeded-retries', '2.23.4', '2.18.1', 'src/misc/socket.cc:518', 'socketPollConnect: exceeded retries (%d)'),
-    ('nccl.socket.socketpollconnect-exceeded-timeouts', '2.23.4', '2.18.1', 'src/misc/socket.cc:527', 'socketPollConnect: exceeded timeouts (%d)'),
+    ('nccl.socket.socketstartconnect-exceeded-retries', '2.23.4', '2.16.2', 'src/misc/socket.cc:468', 'socketStartConnect: exceeded retries (%d)'),
+    ('nccl.socket.socketstartconnect-exceeded-timeouts', '2.23.4', '2.16.2', 'src/misc/socket.cc:477', 'socketStartConnect: exceeded timeouts (%d)'),
+    ('nccl.socket.socketpollconnect-exceeded-retries', '2.23.4', '2.16.2', 'src/misc/socket.cc:518', 'socketPollConnect: exceeded retries (%d)'),
+    ('nccl.socket.socketpollconnect-exceeded-timeouts', '2.23.4', '2.16.2', 'src/misc/socket.cc:527', 'socketPollConnect: exceeded timeouts (%d)'),
     ('nccl.os.connect-returned-exceeded-error-retry', '2.26.6', '2.24.3', 'src/misc/socket.cc:544', '%s: connect returned %s, exceeded error retry count (%d)'),
-    ('nccl.os.ncclossocketprogressopt-call-failed', '2.23.4', '2.18.1', 'src/misc/socket.cc:30', 'socketProgressOpt: Call to recv from %s failed : %s'),
+    ('nccl.os.ncclossocketprogressopt-call-failed', '2.23.4', '2.16.2', 'src/misc/socket.cc:30', 'socketProgressOpt: Call to recv from %s failed : %s'),
     ('nccl.os.ncclossocketprogressopt-call-failed', '2.28.9', '2.24.3', 'src/misc/socket.cc:46', 'socketProgressOpt: Call to %s %s failed : %s'),
     ('nccl.os.ncclossockettryaccept-accept-failed', '2.28.9', '2.18.1', 'src/misc/socket.cc:458', 'socketTryAccept: Accept failed: %s'),
     ('nccl.enqueue.cudaarch-dynamic-smem-exceeds-device', '2.29.3', '2.26.2', 'src/enqueue.cc:71', 'cudaArch %d ncclMaxSharedMem %d exceeds device/fn maxSharedMem %zu'),
-    ('nccl.checks.call-failed', '2.22.3', '2.18.1', 'src/include/checks.h:49', 'Call to %s failed : %s'),
-    ('nccl.init.multiple-ranks-are-using-same', '2.29.7', '2.18.1', 'src/init.cc:974', 'Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx'),
-    ('nccl.net-ib.collective-mismatch-error', '2.19.4', '2.18.1', 'src/transport/net_ib.cc:1119', 'NET/IB : req %d/%d tag %x peer %s collective mismatch error, local size %d remote size %d'),
-    ('nccl.os.failed-open-libnvidia-ml-so', '2.29.7', '2.18.1', 'src/misc/nvmlwrap.cc:76', 'Failed to open libnvidia-ml.so.1'),
-    ('nccl.bootstrap.bootstrap-root-mismatch-info-procs', '2.22.3', '2.18.1', 'src/bootstrap.cc:140', 'Bootstrap Root : mismatch in rank count from procs %d : %d'),
+    ('nccl.checks.call-failed', '2.22.3', '2.7.3', 'src/include/checks.h:49', 'Call to %s failed : %s'),
+    ('nccl.init.multiple-ranks-are-using-same', '2.29.7', '2.7.3', 'src/init.cc:974', 'Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx'),
+    ('nccl.net-ib.collective-mismatch-error', '2.19.4', '2.12.10', 'src/transport/net_ib.cc:1119', 'NET/IB : req %d/%d tag %x peer %s collective mismatch error, local size %d remote size %d'),
+    ('nccl.os.failed-open-libnvidia-ml-so', '2.29.7', '2.7.3', 'src/misc/nvmlwrap.cc:76', 'Failed to open libnvidia-ml.so.1'),
+    ('nccl.bootstrap.bootstrap-root-mismatch-info-procs', '2.22.3', '2.7.3', 'src/bootstrap.cc:140', 'Bootstrap Root : mismatch in rank count from procs %d : %d'),
     ('nccl.bootstrap.bootstrap-root-mismatch-info-procs', '2.28.9', '2.23.4', 'src/bootstrap.cc:327', 'Bootstrap Root : mismatch in info from procs, nranks %d vs %d, nroots %d vs %d, iroot %d vs %d'),
-    ('nccl.os.error-failed-extend-bytes-error', '2.21.5', '2.18.1', 'src/misc/shmutils.cc:72', 'Error: failed to extend %s to %ld bytes'),
-    ('nccl.os.error-could-not-map-size', '2.21.5', '2.18.1', 'src/misc/shmutils.cc:83', 'Could not map %s size %zi, error: %s'),
+    ('nccl.os.error-failed-extend-bytes-error', '2.21.5', '2.12.7', 'src/misc/shmutils.cc:72', 'Error: failed to extend %s to %ld bytes'),
+    ('nccl.os.error-could-not-map-size', '2.21.5', '2.16.2', 'src/misc/shmutils.cc:83', 'Could not map %s size %zi, error: %s'),
     ('nccl.info.init-complete', '2.20.5', '2.18.3', 'src/init.cc:1523', 'comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init COMPLETE'),
-    ('nccl.net-socket.net-socket-peer-message-truncated', '2.26.6', '2.18.1', 'src/transport/net_socket.cc:545', 'NET/Socket : peer %s message truncated : receiving %d bytes instead of %d. If you believe your socket network is in healthy state, \n          there may be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks'),
+    ('nccl.net-ib.net-ib-got-completion-peer', '2.17.1', '2.10.3', 'src/transport/net_ib.cc:1261', 'NET/IB : Got completion from peer %s with error %d, opcode %d, len %d, vendor err %d'),
+    ('nccl.net-ib.net-ib-got-completion-peer', '2.9.9', '2.7.3', 'src/transport/net_ib.cc:846', 'NET/IB : Got completion with error %d, opcode %d, len %d, vendor err %d'),
+    ('nccl.os.connect-failed', '2.15.5', '2.10.3', 'src/misc/socket.cc:456', 'Net : Connect to %s failed : %s'),
+    ('nccl.os.connect-failed', '2.9.9', '2.7.3', 'src/include/socket.h:406', 'Connect to %s failed : %s'),
+    ('nccl.os.ncclossocketprogressopt-call-failed', '2.15.5', '2.10.3', 'src/misc/socket.cc:518', 'Net : Call to recv from %s failed : %s'),
+    ('nccl.os.ncclossocketprogressopt-call-failed', '2.9.9', '2.7.3', 'src/include/socket.h:424', 'Call to recv failed : %s'),
+    ('nccl.info.init-complete', '2.15.5', '2.7.3', 'src/init.cc:1096', 'comm %p rank %d nranks %d cudaDev %d busId %lx - Init COMPLETE'),
+    ('nccl.info.init-complete', '2.18.1', '2.16.2', 'src/init.cc:1326', 'comm %p rank %d nranks %d cudaDev %d busId %lx commId 0x%llx - Init COMPLETE'),
+    ('nccl.net-socket.net-socket-peer-message-truncated', '2.12.7', '2.10.3', 'src/transport/net_socket.cc:503', 'NET/Socket : peer %s message truncated : receiving %d bytes instead of %d'),
+    ('nccl.net-socket.net-socket-peer-message-truncated', '2.26.6', '2.12.10', 'src/transport/net_socket.cc:545', 'NET/Socket : peer %s message truncated : receiving %d bytes instead of %d. If you believe your socket network is in healthy state, \n          there may be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks'),
     ('nccl.nvls.failed-bind-nvlink-sharp-nvls', '2.28.9', '2.27.3', 'src/transport/nvls.cc:285', "Failed to bind NVLink SHARP (NVLS) Multicast memory of size %ld : CUDA error %d '%s'.\nThis is usually caused by a system or configuration error in the Fabric Manager or NVSwitches.\nDo not force-enable NVLS (NCCL_NVLS_ENABLE=1) if you wish to avoid this error in the future."),
 ]
 
@@ -401,8 +411,12 @@ def extract(root: Path) -> list[dict[str, Any]]:
                                 "where": f"{rel}:{line}", "level": "INFO"})
                 ids.add(f"nccl.info.{summary}")
                 continue
-            add({"_base": base, "_stem": path.stem.replace("_", "-"), "format": fmt, "text": text, "where": f"{rel}:{line}", "level": level})
+            add({"_base": base, "_stem": path.stem.replace("_", "-"), "format": fmt, "text": text,
+                 "where": f"{rel}:{line}", "level": level})
+    entries += _error_strings_of(root / "src" / "init.cc")
     pinned = _version(root)
+    if pinned != _OLDER_FOR:
+        return entries  # the older wordings below were checked against v2.30.7 only
     for entry in entries:
         if entry["id"] in _CURRENT_SINCE:
             entry["versions"] = [_CURRENT_SINCE[entry["id"]], pinned]
@@ -411,17 +425,22 @@ def extract(root: Path) -> list[dict[str, Any]]:
         level = current[base]["level"] if base in current else "WARN"
         entries.append({"id": f"{base}@{last}", "format": fmt, "text": to_text(fmt),
                         "where": f"{where} (v{last}-1)", "level": level, "versions": [first, last]})
-    init = root / "src" / "init.cc"
-    if init.is_file():
-        for line, name, text in _error_strings(init.read_text(errors="replace")):
-            if name in ("ncclSuccess", "ncclInProgress"):
-                continue  # not failures: "no error", "NCCL operation in progress"
-            summary = re.sub(r"(?<!^)(?=[A-Z])", "-", name.removeprefix("nccl")).lower()
-            entries.append({"id": f"nccl.result.{summary}", "format": text, "text": to_text(text),
-                            "where": f"src/init.cc:{line}", "level": "ncclResult_t",
-                            "code": name if name != "default" else ""})
-            ids.add(f"nccl.result.{summary}")
     return entries
+
+
+def _error_strings_of(init: Path) -> list[dict[str, Any]]:
+    """One entry per failure text of ncclGetErrorString() (init.cc)."""
+    out: list[dict[str, Any]] = []
+    if not init.is_file():
+        return out
+    for line, name, text in _error_strings(init.read_text(errors="replace")):
+        if name in ("ncclSuccess", "ncclInProgress"):
+            continue  # not failures: "no error", "NCCL operation in progress"
+        summary = re.sub(r"(?<!^)(?=[A-Z])", "-", name.removeprefix("nccl")).lower()
+        out.append({"id": f"nccl.result.{summary}", "format": text, "text": to_text(text),
+                    "where": f"src/init.cc:{line}", "level": "ncclResult_t",
+                    "code": name if name != "default" else ""})
+    return out
 
 
 if __name__ == "__main__":
