@@ -105,12 +105,14 @@ def _local_strings(func: ast.AST, before: int) -> dict[str, tuple[str, str]]:
     found: dict[str, tuple[str, str]] = {}
     for node in sorted((n for n in ast.walk(func) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
                         and n.lineno < before), key=lambda n: n.lineno):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name):
             msg = _Msg.of(node.value, found)
             if msg:
-                found[node.targets[0].id] = msg
+                found[target.id] = msg
             else:
-                found.pop(node.targets[0].id, None)
+                found.pop(target.id, None)
         elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name) \
                 and node.target.id in found:
             msg = _Msg.of(node.value, found)
