@@ -18,7 +18,11 @@ What the reader takes from a Python file (``ast``, never importing it):
   ``validate_result(…, message="found NaN in local grad norm …")``). Level: the function's name.
 
 ``format`` is the message as written (an f-string's text without the ``f`` and quotes, a ``+`` operand that
-is not a literal written ``{expr}``); ``text`` has every value written ``{}``.
+is not a literal written ``{expr}``); ``text`` has every value written ``{}``. A message with line breaks
+is printed over several lines, and a line matcher sees one: such a message is listed by its first line
+that holds 12 fixed characters (the rest is at ``where``). An argument-validation raise is kept where its
+message matches the producer's ``keep`` pattern (one a signature reads, such as Accelerate's meta-device
+``ValueError``).
 
 DeepSpeed: ``deepspeed/runtime`` (not its config-parsing files), ``deepspeed/launcher``, ``deepspeed/comm``,
 ``deepspeed/checkpoint`` and ``deepspeed/elasticity``'s run-time parts are read; the info pattern keeps the
@@ -141,10 +145,22 @@ def _kebab(text: str) -> str:
     return "-".join(words[:7]) or "message"
 
 
+def _first_line(msg: tuple[str, str]) -> tuple[str, str] | None:
+    """A message with line breaks is printed over several lines: its first line with 12 fixed characters."""
+    fmt_lines, text_lines = msg[0].split("\n"), msg[1].split("\n")
+    if len(fmt_lines) != len(text_lines):
+        return None
+    for f, t in zip(fmt_lines, text_lines):
+        if len(re.sub(r"\{\}", "", t).strip()) >= 12:
+            return (f.strip(), t.strip())
+    return None
+
+
 def python_messages(root: Path, files: Iterable[Path], producer: str, area: Callable[[str], str],
                     info: re.Pattern[str] | None = None, keyword_calls: Iterable[str] = (),
-                    stats: Counter[str] | None = None) -> list[dict[str, Any]]:
-    """Raw catalogue entries of `files` (paths under `root`), ids ``<producer>.<area(rel)>.<kebab>``."""
+                    stats: Counter[str] | None = None, keep: re.Pattern[str] | None = None) -> list[dict[str, Any]]:
+    """Raw catalogue entries of `files` (paths under `root`), ids ``<producer>.<area(rel)>.<kebab>``.
+    `keep`: argument-validation raises whose message matches it are kept (a signature reads them)."""
     stats = stats if stats is not None else Counter()
     kw_calls = set(keyword_calls)
     out: list[dict[str, Any]] = []
@@ -169,13 +185,15 @@ def python_messages(root: Path, files: Iterable[Path], producer: str, area: Call
                 level = _exc_name(node.exc)
                 if level is None:
                     continue
-                if level in VALIDATION:
-                    stats[f"raise {level} (argument validation)"] += 1
-                    continue
                 if not (isinstance(node.exc, ast.Call) and node.exc.args):
                     stats["raise without a message"] += 1
                     continue
                 msg_node = node.exc.args[0]
+                if level in VALIDATION:
+                    kept = _Msg.of(msg_node, scope(node.lineno)) if keep is not None else None
+                    if kept is None or not keep.search(kept[0]):
+                        stats[f"raise {level} (argument validation)"] += 1
+                        continue
             elif isinstance(node, ast.Assert):
                 level, msg_node = "AssertionError", node.msg
                 if msg_node is None:
@@ -205,6 +223,13 @@ def python_messages(root: Path, files: Iterable[Path], producer: str, area: Call
                 continue
             if level == "info" and not (info and info.search(msg[0])):
                 continue
+            if "\n" in msg[1].strip():
+                first = _first_line(msg)
+                if first is None:
+                    stats["message over several lines with no line to match"] += 1
+                    continue
+                stats["message over several lines, listed by its first line"] += 1
+                msg = first
             if not msg[1].strip() or (level, msg[1]) in done:
                 stats["empty or repeated in the same file"] += 1
                 continue
