@@ -212,6 +212,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return max(run_eval(Path(c), _signature_dirs(args), verbose=args.verbose) for c in args.corpus)
 
 
+def cmd_catalogs(args: argparse.Namespace) -> int:
+    from forensics.evaluation import coverage
+
+    rows = coverage.figures(probes=args.probes)
+    render = {"text": coverage.render_text, "md": coverage.render_markdown, "json": coverage.render_json}
+    sys.stdout.write(render[args.format](rows))
+    return 0
+
+
 def cmd_lint(args: argparse.Namespace) -> int:
     from forensics.evaluation.lint import run_lint
 
@@ -273,6 +282,12 @@ exit status:
   1  some case could not be analyzed
   2  bad usage (no case folders, bad signature directory)
 """
+EPILOG_CATALOGS = """\
+exit status:
+  0  the figures were printed
+  2  bad usage
+"""
+
 EPILOG_LINT = """\
 exit status:
   0  no errors (warnings may be printed)
@@ -360,6 +375,17 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("dirs", nargs="+", metavar="DIR",
                       help="signature directory or .toml file (e.g. signatures/)")
     lint.set_defaults(func=cmd_lint)
+
+    cat = sub.add_parser("catalogs", help="what the producers' message catalogues cover",
+                         description="Per producer (NCCL, PyTorch, CUDA, the NVIDIA driver, DCGM …): the pinned "
+                                     "version, messages, error-level messages that map to a signature or only to a "
+                                     "class, and the coverage (docs/catalogs.md).",
+                         epilog=EPILOG_CATALOGS, formatter_class=fmt)
+    cat.add_argument("--probes", action="store_true",
+                     help="also run each catalogue's probe lines (from a checkout's tests/data/catalogs) through "
+                          "the analysis")
+    cat.add_argument("--format", choices=("text", "md", "json"), default="text", help="output format")
+    cat.set_defaults(func=cmd_catalogs)
 
     comp = sub.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
                           description="Print the tab-completion script for your shell (argcomplete).",

@@ -61,6 +61,7 @@ from forensics.parsers.producers import training_progress as progress
 
 from forensics.clock import YEAR_INFERRED
 from forensics.events import EMPTY_ATTRS, Event, Origin, Severity, TsSource
+from forensics.ingest.literals import any_of
 from forensics.ingest.textdoc import Data, Line, TextDocument
 from forensics.lazy_re import lazy_compile
 
@@ -146,29 +147,10 @@ _SIGNAL_WORDS = ("Killed", "fault", "Aborted", "Bus error", "exception", "instru
 NOTABLE_LINES = 1000
 
 
-_NOTABLE_CACHE: dict[tuple[bytes, ...], Callable[[str], bool]] = {}
-
-
 def _notable_matcher(notable: tuple[bytes, ...]) -> Callable[[str], bool]:
-    """``holds(text)``: whether ``text`` holds one of the signatures' anchor literals (one compiled
-    alternation, cached per anchor set: the same set serves every file of an analysis)."""
-    fn = _NOTABLE_CACHE.get(notable)
-    if fn is None:
-        words = sorted({n.decode("utf-8", "replace") for n in notable if n}, key=len, reverse=True)
-        if words:
-            search = re.compile("|".join(re.escape(w) for w in words)).search
-
-            def fn(text: str) -> bool:
-                return search(text) is not None
-        else:
-
-            def fn(text: str) -> bool:
-                return False
-
-        if len(_NOTABLE_CACHE) > 8:
-            _NOTABLE_CACHE.clear()
-        _NOTABLE_CACHE[notable] = fn
-    return fn
+    """``holds(text)``: whether ``text`` holds one of the signatures' or catalogues' anchor literals (one
+    compiled matcher per anchor set, cached: the same set serves every file of an analysis)."""
+    return any_of(notable)
 
 
 class _Scan:

@@ -5,6 +5,8 @@ Shared by the engine and the builder (``tools/catalogs/build.py``), so "matchabl
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["MARKED_BELOW", "MIN_FIXED", "fixed_chars", "fragments", "holds_in_order", "key_literal", "match_line",
            "pieces"]
 
@@ -14,23 +16,23 @@ MIN_FIXED = 12
 MARKED_BELOW = 24
 
 
+_SPLIT = re.compile(r"(\{\{|\}\}|\{\})")
+
+
 def fragments(text: str) -> list[str]:
     """The literal pieces between ``{}`` placeholders (``{{`` and ``}}`` are literal braces)."""
+    if "{" not in text and "}" not in text:
+        return [text]
     pieces: list[str] = []
     current: list[str] = []
-    i = 0
-    while i < len(text):
-        two = text[i:i + 2]
-        if two in ("{{", "}}"):
-            current.append(two[0])
-            i += 2
-        elif two == "{}":
+    for token in _SPLIT.split(text):
+        if token == "{}":
             pieces.append("".join(current))
             current = []
-            i += 2
+        elif token in ("{{", "}}"):
+            current.append(token[0])
         else:
-            current.append(text[i])
-            i += 1
+            current.append(token)
     pieces.append("".join(current))
     return pieces
 

@@ -19,12 +19,8 @@ it; set to an empty value it turns it off.
 from __future__ import annotations
 
 import difflib
-import os
-import pickle
 import re
 import sys
-import tempfile
-import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -34,6 +30,7 @@ from typing import Any
 
 import regex
 
+from forensics import user_cache
 from forensics.errors import SignatureError
 from forensics.lazy_re import lazy_compile
 from forensics.match.schema import (
@@ -50,6 +47,7 @@ from forensics.match.schema import (
     parse_duration,
     parse_window,
 )
+from forensics.user_cache import file_stamps
 
 __all__ = ["Problem", "check_file", "load_file", "load_signatures", "shipped_paths", "signature_files"]
 
@@ -488,71 +486,35 @@ def shipped_paths() -> list[Path]:
     return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith(".toml"))
 
 
-# -- the per-user cache of compiled signatures ----------------------------------------------------
+# -- the per-user cache of compiled signatures (forensics/user_cache.py) -------------------------------
 
-CACHE_ENV = "FORENSICS_CACHE_DIR"
 _Key = tuple[str, int, int]  # path, mtime_ns, size
 #: Signatures this process has loaded or read from the cache file.
 _loaded: dict[_Key, Signature] = {}
 
 
-def cache_dir() -> Path | None:
-    """Where the compiled signatures are kept (``None``: nowhere)."""
-    env = os.environ.get(CACHE_ENV)
-    if env is not None:
-        return Path(env) if env else None
-    base = os.environ.get("LOCALAPPDATA") if os.name == "nt" else os.environ.get("XDG_CACHE_HOME")
-    return Path(base or Path.home() / ".cache") / "gpu-forensics"
-
-
 def _cache_file() -> Path | None:
-    directory = cache_dir()
-    if directory is None:
-        return None
     from forensics import __version__
     from forensics.match import schema
 
-    stamp = [__version__, sys.version, str(getattr(regex, "__version__", ""))]
-    for module_file in (__file__, schema.__file__ or ""):
-        try:
-            st = os.stat(module_file)
-            stamp.append(f"{module_file}:{st.st_mtime_ns}:{st.st_size}")
-        except OSError:
-            return None
-    text = "\0".join(stamp).encode()
-    digest = f"{zlib.crc32(text):08x}{zlib.adler32(text):08x}"
-    return directory / f"signatures-{digest}.pickle"
+    try:
+        modules = file_stamps([__file__, schema.__file__ or ""])
+    except OSError:
+        return None
+    return user_cache.cache_path("signatures", [__version__, sys.version, str(getattr(regex, "__version__", "")),
+                                                *modules])
 
 
 def _read_cache(path: Path) -> dict[_Key, Signature]:
     """The cache file's entries; empty when it is missing, foreign, writable by others or unreadable."""
-    try:
-        with path.open("rb") as fh:
-            st = os.fstat(fh.fileno())
-            if (hasattr(os, "getuid") and st.st_uid != os.getuid()) or st.st_mode & 0o022:
-                return {}
-            data = pickle.load(fh)
-    except Exception:  # missing, truncated, or written by code that no longer matches: load instead
-        return {}
+    data = user_cache.read(path)
     if not isinstance(data, dict):
         return {}
     return {k: v for k, v in data.items() if isinstance(v, Signature)}
 
 
 def _write_cache(path: Path, entries: dict[_Key, Signature]) -> None:
-    """Replace the cache file atomically; a cache that cannot be written is no error."""
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".signatures-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(entries, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except Exception:
-        pass
+    user_cache.write(path, entries)
 
 
 def _key(path: Path) -> _Key:

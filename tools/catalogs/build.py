@@ -20,11 +20,14 @@ import json
 import re
 import sys
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the engine's own idea of "matchable" (forensics/catalogs/text.py), no install needed
+from forensics.catalogs.text import MIN_FIXED, fixed_chars, match_line  # noqa: E402
+
 CATALOGS = ROOT / "forensics" / "catalogs"
 RULES = Path(__file__).resolve().parent / "rules"
 HERE = Path(__file__).resolve().parent
@@ -34,34 +37,11 @@ MAPPED_FIELDS = ("severity", "class", "signature", "matchable")
 FIELD_ORDER = ("id", "format", "text", "where", "level", "code", "versions", "severity", "class", "signature",
                "matchable")
 SEVERITIES = ("error", "warning", "info")
-#: Fixed characters a text needs before it is matched at all (shorter ones only count for coverage).
-MIN_FIXED = 12
 _RULE_KEYS = {"text", "format", "where", "level", "id", "code", "severity", "class", "signature", "note"}
 
 
-def fragments(text: str) -> list[str]:
-    """The literal pieces of a ``text`` between its ``{}`` placeholders (``{{``/``}}`` are literal braces)."""
-    pieces: list[str] = []
-    current: list[str] = []
-    i = 0
-    while i < len(text):
-        two = text[i:i + 2]
-        if two in ("{{", "}}"):
-            current.append(two[0])
-            i += 2
-        elif two == "{}":
-            pieces.append("".join(current))
-            current = []
-            i += 2
-        else:
-            current.append(text[i])
-            i += 1
-    pieces.append("".join(current))
-    return pieces
-
-
 def matchable(text: str) -> bool:
-    return sum(len(p.strip()) for p in fragments(text)) >= MIN_FIXED
+    return fixed_chars(match_line(text)) >= MIN_FIXED
 
 
 def _rule_holds(rule: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:

@@ -150,7 +150,7 @@ def _first_line(msg: tuple[str, str]) -> tuple[str, str] | None:
     fmt_lines, text_lines = msg[0].split("\n"), msg[1].split("\n")
     if len(fmt_lines) != len(text_lines):
         return None
-    for f, t in zip(fmt_lines, text_lines):
+    for f, t in zip(fmt_lines, text_lines, strict=True):
         if len(re.sub(r"\{\}", "", t).strip()) >= 12:
             return (f.strip(), t.strip())
     return None
@@ -174,7 +174,7 @@ def python_messages(root: Path, files: Iterable[Path], producer: str, area: Call
             continue
         funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
-        def scope(line: int) -> dict[str, tuple[str, str]]:
+        def scope(line: int, funcs: list[ast.FunctionDef | ast.AsyncFunctionDef] = funcs) -> dict[str, tuple[str, str]]:
             inner = [f for f in funcs if f.lineno <= line <= (f.end_lineno or f.lineno)]
             return _local_strings(max(inner, key=lambda f: f.lineno), line) if inner else {}
 

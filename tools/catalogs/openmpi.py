@@ -8,7 +8,8 @@ What it reads:
   PLM, OOB, I/O-forwarding and mapping topics (what mpirun prints when a launch fails or a rank dies), and
   Open MPI's MPI-layer topics (MPI_Abort, MPI errors, init failures, the TCP / OFI / shared-memory / CUDA
   transports). The tools' files (prun, prterun, prted) begin with one topic per command-line option
-  (documentation, not messages): only their topics from the first error topic on are read. A help file is a list of ``[topic]`` sections whose lines ``show_help`` prints unchanged
+  (documentation, not messages): only their topics from the first error topic on are read. A help file is
+  a list of ``[topic]`` sections whose lines ``show_help`` prints unchanged
   between two dashed rulers, with printf values filled in. Each topic is one entry, listed by its first line
   that holds at least 12 fixed characters (a line matcher sees one line of the banner; that line is the
   topic's statement, e.g. "%s noticed that process rank %lu with PID %lu on node %s exited on"). ``#``

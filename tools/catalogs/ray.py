@@ -49,7 +49,8 @@ _BINARY: list[tuple[str, str, str, str]] = [
      "A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the "
      "problem, check the logs for the dead worker."),
     ("ray.raylet.worker-unexpectedly-exits-connection-error", "ray/core/src/ray/raylet/raylet",
-     "Worker unexpectedly exits with a connection error code %s", "Worker unexpectedly exits with a connection error code "),
+     "Worker unexpectedly exits with a connection error code %s",
+     "Worker unexpectedly exits with a connection error code "),
     ("ray.gcs.actor-dead-worker-process-died", "ray/core/src/ray/gcs/gcs_server",
      "The actor is dead because its worker process has died. Worker exit type: %s",
      "The actor is dead because its worker process has died. Worker exit type: "),
@@ -59,7 +60,8 @@ _BINARY: list[tuple[str, str, str, str]] = [
 ]
 #: id -> [(format, first, last release)] of older wordings, found in the older wheel named in the docstring.
 _OLDER: dict[str, list[tuple[str, str, str]]] = {
-    "ray.raylet.workers-killed-low-memory": [("Task was killed due to the node running low on memory.", "2.44", "2.44")],
+    "ray.raylet.workers-killed-low-memory": [
+        ("Task was killed due to the node running low on memory.", "2.44", "2.44")],
 }
 
 
@@ -81,7 +83,8 @@ def _exception_messages(root: Path) -> list[dict[str, Any]]:
                     continue
             fixed = len(msg[1].replace("{}", "").strip())
             words = re.findall(r"[A-Za-z']{2,}", " ".join(w for w in msg[1].split() if "/" not in w))
-            if fixed < 12 or len(words) < 3 or msg[1].startswith("`") or msg[1] in seen:  # not a message: a path, a class name, "(pid=…)"
+            # not a message: a path, a class name, "(pid=…)"
+            if fixed < 12 or len(words) < 3 or msg[1].startswith("`") or msg[1] in seen:
                 continue
             seen.add(msg[1])
             base = f"ray.exceptions.{_pysource._kebab(msg[1])}"

@@ -6,7 +6,8 @@ step-launch and step-I/O code of libslurm that srun runs (``src/api/step_launch.
 step daemon (``src/slurmd/slurmstepd``, without the X11, PAM and OCI-container features), and the plugins
 and interfaces that run inside slurmstepd and write into the job's output: task/cgroup (the OOM-kill
 report), jobacct_gather (the memory-limit kill), gres/gpu, mpi/pmix and mpi/pmi2. In those files every call
-of ``error()``, ``fatal()``, ``fatal_abort()``, ``warning()`` and pmix's ``PMIXP_ERROR*()`` / ``PMIXP_ABORT()`` whose format
+of ``error()``, ``fatal()``, ``fatal_abort()``, ``warning()`` and pmix's ``PMIXP_ERROR*()`` /
+``PMIXP_ABORT()`` whose format
 is a string literal becomes an entry; its level is the function's name. Adjacent literals are joined and
 the ``PRIu64``-style macros resolved, C escapes resolved, and a newline or tab at either end of a format is
 dropped (the log function ends the line anyway; kept, it would keep the text from ever matching a line);
@@ -41,7 +42,8 @@ _SOURCES: list[tuple[str, str, tuple[str, ...]]] = [
     ("plugins/mpi/pmix/*.c", "mpi-pmix", ()),
     ("plugins/mpi/pmi2/*.c", "mpi-pmi2", ()),
 ]
-_CALL = re.compile(r"(?<![\w.>])(error|fatal|fatal_abort|warning|PMIXP_ERROR|PMIXP_ERROR_STD|PMIXP_ERROR_NO|PMIXP_ABORT)\s*\(")
+_CALL = re.compile(r"(?<![\w.>])(error|fatal|fatal_abort|warning|PMIXP_ERROR|PMIXP_ERROR_STD|PMIXP_ERROR_NO"
+                   r"|PMIXP_ABORT)\s*\(")
 _MACROS = {"PRIu64": "lu", "PRId64": "ld", "PRIx64": "lx", "PRIu32": "u", "PRId32": "d", "PRIu16": "hu",
            "PRIx32": "x", "PRIi64": "li"}
 #: info() lines of step teardown that srun users see: (file under src/, a literal piece that is unique there)
