@@ -21,8 +21,8 @@ from typing import Any
 
 from forensics.parsers.common.base import ParseContext, Record, json_objects
 
-from forensics.events import Event, MetricSample, TsSource
-from forensics.ingest.textdoc import Line, TextDocument
+from forensics.events import Event, MetricSample, Origin, TsSource
+from forensics.ingest.textdoc import TextDocument
 
 FORMAT = "gpu-forensics-nvml"
 DISCRETE = frozenset({"clock_reasons", "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "pcie_replay",
@@ -52,27 +52,45 @@ class NvmlSamplesParser:
         return 1.0 if head and head[0].startswith('{"format":"gpu-forensics-nvml",') else 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
-        columns: dict[str, str] = {}
-        gpu_names: dict[str, str] = {}
-        host = ctx.host
-        state: dict[str, dict[str, float]] = {}
-        last_emit: dict[str, int] = {}
-        pending: dict[str, tuple[int, Line]] = {}
-        processes: dict[tuple[str, int], _Footprint] = {}
+        decoder = NvmlDecoder(ctx.host)
+        yield from decoder.feed(doc, ctx)
+        yield from decoder.flush(ctx)
+        yield from decoder.process_events(ctx.source)
+
+
+class NvmlDecoder:
+    """The state of reading one ``nvml.jsonl`` (columns, each GPU's values, the processes' footprints),
+    fed one document after another: the parser feeds it the whole file once; the live watcher
+    (forensics/live) feeds it what was appended since its last read, so both emit the same samples."""
+
+    def __init__(self, host: str | None = None) -> None:
+        self.columns: dict[str, str] = {}
+        self.gpu_names: dict[str, str] = {}
+        self.host = host
+        self.state: dict[str, dict[str, float]] = {}
+        self.last_emit: dict[str, int] = {}
+        self.pending: dict[str, tuple[int, Origin]] = {}
+        self.processes: dict[tuple[str, int], _Footprint] = {}
+
+    def feed(self, doc: TextDocument, ctx: ParseContext) -> Iterator[MetricSample]:
+        """Samples of ``doc``'s lines; the last tick of a GPU not yet due waits in ``pending``."""
+        columns, gpu_names, state = self.columns, self.gpu_names, self.state
+        last_emit, pending, processes = self.last_emit, self.pending, self.processes
         for line, obj in json_objects(doc, ctx):
             if obj.get("format") == FORMAT:
-                columns = {str(k): str(v) for k, v in (obj.get("columns") or {}).items()}
+                columns.clear()
+                columns.update({str(k): str(v) for k, v in (obj.get("columns") or {}).items()})
                 for g in obj.get("gpus") or []:
                     if isinstance(g, dict) and "i" in g:
                         gpu_names[str(g["i"])] = str(g.get("pci") or g["i"])
-                host = obj.get("host") if isinstance(obj.get("host"), str) else host
+                self.host = obj.get("host") if isinstance(obj.get("host"), str) else self.host
                 continue
             t = obj.get("t")
             if not isinstance(t, int):
                 continue
             ts = t * 1_000_000
             if isinstance(obj.get("p"), dict):
-                _read_processes(obj["p"], ts, line, processes)
+                _read_processes(obj["p"], ts, ctx.origin(line), processes)
             changes: dict[str, Any] = obj["g"] if isinstance(obj.get("g"), dict) else {}
             for gi in gpu_names:
                 cur = state.setdefault(gi, {})
@@ -94,57 +112,62 @@ class NvmlSamplesParser:
                             and abs(new - old) > 0.01 * cur.get("mem_total_mib", 0.0):
                         notable = True
                 if notable or ts - last_emit.get(gi, -EVERY_NS) >= EVERY_NS:
-                    yield self._sample(ts, gi, gpu_names, cur, host, ctx, line)
+                    yield self._sample(ts, gi, cur, ctx, ctx.origin(line))
                     last_emit[gi] = ts
                     pending.pop(gi, None)
                 else:
-                    pending[gi] = (ts, line)
-        for gi, (ts, line) in pending.items():
-            yield self._sample(ts, gi, gpu_names, state.get(gi, {}), host, ctx, line)
-        for (gi, pid), fp in processes.items():
-            yield fp.event(pid, gpu_names.get(gi, gi), host, ctx)
+                    pending[gi] = (ts, ctx.origin(line))
 
-    @staticmethod
-    def _sample(ts: int, gi: str, names: dict[str, str], values: dict[str, float], host: str | None,
-                ctx: ParseContext, line: Line) -> MetricSample:
-        return MetricSample(ts=ts, ts_source=TsSource.EXACT, gpu=names.get(gi, gi), values=dict(values),
-                            origin=ctx.origin(line), host=host, source=ctx.source if ctx.source else "nvml")
+    def flush(self, ctx: ParseContext) -> Iterator[MetricSample]:
+        """The last tick of each GPU that was not emitted yet (the state just before the end)."""
+        for gi, (ts, origin) in self.pending.items():
+            yield self._sample(ts, gi, self.state.get(gi, {}), ctx, origin)
+            self.last_emit[gi] = ts
+        self.pending.clear()
+
+    def process_events(self, source: str) -> list[Event]:
+        """One ``gpu-process`` event per process and GPU seen so far."""
+        return [fp.event(pid, self.gpu_names.get(gi, gi), self.host, source)
+                for (gi, pid), fp in self.processes.items()]
+
+    def _sample(self, ts: int, gi: str, values: dict[str, float], ctx: ParseContext, origin: Origin) -> MetricSample:
+        return MetricSample(ts=ts, ts_source=TsSource.EXACT, gpu=self.gpu_names.get(gi, gi), values=dict(values),
+                            origin=origin, host=self.host, source=ctx.source if ctx.source else "nvml")
 
 
 class _Footprint:
     """One process's memory on one GPU over the recording (readings once a second)."""
 
-    __slots__ = ("first", "last", "peak", "peak_line", "plateaus", "readings")
+    __slots__ = ("first", "last", "peak", "peak_origin", "plateaus", "readings")
 
     def __init__(self, ts: int, mib: float) -> None:
         self.first: tuple[int, float] = (ts, mib)
         self.last: tuple[int, float] = (ts, mib)
         self.peak: tuple[int, float] = (ts, mib)
-        self.peak_line: Line | None = None
+        self.peak_origin: Origin | None = None
         self.plateaus: list[float] = []  # footprints read twice in a row, in order
         self.readings = 0
 
-    def add(self, ts: int, mib: float, line: Line) -> None:
+    def add(self, ts: int, mib: float, origin: Origin) -> None:
         if self.readings and mib == self.last[1] and (not self.plateaus or self.plateaus[-1] != mib) \
                 and len(self.plateaus) < 64:
             self.plateaus.append(mib)
-        if mib > self.peak[1] or self.peak_line is None:
-            self.peak, self.peak_line = (ts, mib), line
+        if mib > self.peak[1] or self.peak_origin is None:
+            self.peak, self.peak_origin = (ts, mib), origin
         self.last = (ts, mib)
         self.readings += 1
 
-    def event(self, pid: int, gpu: str, host: str | None, ctx: ParseContext) -> Event:
+    def event(self, pid: int, gpu: str, host: str | None, source: str) -> Event:
         ts, peak = self.peak
-        assert self.peak_line is not None  # set by the first add()
-        origin = ctx.origin(self.peak_line)
-        return Event(ts=ts, ts_source=TsSource.EXACT, source=ctx.source if ctx.source else "nvml",
+        assert self.peak_origin is not None  # set by the first add()
+        return Event(ts=ts, ts_source=TsSource.EXACT, source=source or "nvml",
                      kind="gpu-process", message=f"pid {pid} on GPU {gpu}: peak {peak:,.0f} MiB",
-                     origin=origin, host=host, gpu=gpu, pid=pid,
+                     origin=self.peak_origin, host=host, gpu=gpu, pid=pid,
                      attrs={"pid": pid, "peak_mib": peak, "plateaus": tuple(self.plateaus), "last_mib": self.last[1],
                             "first_ts": self.first[0], "last_ts": self.last[0], "readings": self.readings})
 
 
-def _read_processes(per_gpu: dict[str, Any], ts: int, line: Line,
+def _read_processes(per_gpu: dict[str, Any], ts: int, origin: Origin,
                     processes: dict[tuple[str, int], _Footprint]) -> None:
     for gi, rows in per_gpu.items():
         if not isinstance(rows, list):
@@ -154,7 +177,7 @@ def _read_processes(per_gpu: dict[str, Any], ts: int, line: Line,
                 continue
             pid, mib = row
             fp = processes.setdefault((str(gi), pid), _Footprint(ts, float(mib)))
-            fp.add(ts, float(mib), line)
+            fp.add(ts, float(mib), origin)
 
 
 PARSER = NvmlSamplesParser()

@@ -20,7 +20,7 @@ from forensics.events import Event, Origin, TsSource
 from forensics.ingest.textdoc import Data, TextDocument
 from forensics.lazy_re import lazy_compile
 
-__all__ = ["MAX_BYTES", "rank_activity"]
+__all__ = ["MAX_BYTES", "RankActivity", "rank_activity"]
 
 MAX_BYTES = 16 << 20
 MAX_RANKS = 4096
@@ -35,6 +35,48 @@ def _template(data: Data, start: int) -> str:
     return _DIGITS.sub("#", text.strip())[:120]
 
 
+class RankActivity:
+    """The scan, fed one piece of a file at a time (the whole file here; what a file appended in the
+    live watcher, forensics/live)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, list[int]] = {}  # rank -> [lines, last offset, last line number]
+        self.first: dict[int, str] = {}  # rank -> its first labelled line's template
+
+    def feed(self, data: Data, base: int = 0, line_of: Callable[[int], int] | None = None) -> None:
+        """The labelled lines of ``data``, which begins at byte ``base`` of the file (``line_of``: the
+        line number of an offset of ``data``, to keep each rank's last one)."""
+        seen, first = self.seen, self.first
+        for m in _LABEL.finditer(data):
+            rank = int(m.group(1))
+            entry = seen.get(rank)
+            if entry is None:
+                if len(seen) >= MAX_RANKS:
+                    continue
+                entry = seen[rank] = [0, 0, 0]
+                first[rank] = _template(data, m.end())
+            entry[0] += 1
+            entry[1] = base + m.start()
+            if line_of is not None:
+                entry[2] = line_of(m.start())
+
+    def events(self, ctx: ParseContext, number: Callable[[int], int] | None,
+               timestamp: Callable[[int], tuple[int | None, TsSource]]) -> list[Event]:
+        """One event per rank (none for fewer than two); ``number(offset)``: a line's number (None: the
+        numbers kept by :meth:`feed`)."""
+        if len(self.seen) < 2:
+            return []
+        out = []
+        for rank, (lines, offset, line_no) in sorted(self.seen.items()):
+            ts, src = timestamp(offset)
+            out.append(Event(ts=ts, ts_source=src, source=ctx.source, kind="rank-activity",
+                             message=f"rank {rank} wrote {lines} labelled line(s)",
+                             origin=Origin(ctx.path, number(offset) if number is not None else line_no, offset),
+                             host=ctx.host, rank=rank,
+                             attrs={"rank": rank, "lines": lines, "first_template": self.first[rank]}))
+        return out
+
+
 def rank_activity(doc: TextDocument, ctx: ParseContext,
                   timestamp: Callable[[int], tuple[int | None, TsSource]]) -> list[Event]:
     """One event per labelled rank of ``doc`` (empty for big files or fewer than two ranks).
@@ -42,27 +84,8 @@ def rank_activity(doc: TextDocument, ctx: ParseContext,
     data = doc.data
     if len(data) > MAX_BYTES or (data.find(b"[rank") < 0 and data.find(b"[default") < 0):
         return []
-    seen: dict[int, list[int]] = {}  # rank -> [lines, last offset]
-    first: dict[int, str] = {}  # rank -> its first labelled line's template
-    for m in _LABEL.finditer(data):
-        rank = int(m.group(1))
-        entry = seen.get(rank)
-        if entry is None:
-            if len(seen) >= MAX_RANKS:
-                continue
-            seen[rank] = [1, m.start()]
-            first[rank] = _template(data, m.end())
-        else:
-            entry[0] += 1
-            entry[1] = m.start()
-    if len(seen) < 2:
+    scan = RankActivity()
+    scan.feed(data)
+    if len(scan.seen) < 2:
         return []
-    number = doc.line_numberer()
-    out = []
-    for rank, (lines, offset) in sorted(seen.items()):
-        ts, src = timestamp(offset)
-        out.append(Event(ts=ts, ts_source=src, source=ctx.source, kind="rank-activity",
-                         message=f"rank {rank} wrote {lines} labelled line(s)",
-                         origin=Origin(ctx.path, number(offset), offset), host=ctx.host, rank=rank,
-                         attrs={"rank": rank, "lines": lines, "first_template": first[rank]}))
-    return out
+    return scan.events(ctx, doc.line_numberer(), timestamp)
