@@ -204,10 +204,22 @@ def _topology_lines(analysis: Analysis) -> list[str]:
     return out
 
 
+def _live_lines(analysis: Analysis) -> list[str]:
+    """A run still being recorded: said first, with what the verdict then is (what it holds so far)."""
+    out = []
+    for rec in analysis.recordings:
+        if rec.get("live"):
+            age = rec.get("heartbeat_age_s")
+            beat = f"heartbeat {age:.1f} s ago" if isinstance(age, int | float) else "heartbeat fresh"
+            out.append(f"STILL RECORDING: `{rec.get('command')}` on {rec.get('host')} since {rec.get('start')} "
+                       f"({beat}); this is what the bundle holds so far.")
+    return [w for line in out for w in textwrap.wrap(line, WIDTH, subsequent_indent="  ")] + ([""] if out else [])
+
+
 def render_text(analysis: Analysis, full: bool = False) -> str:
     """The report; ``full`` (``--all``): every evidence line, file and warning, none elided."""
     v = analysis.verdict
-    out: list[str] = []
+    out: list[str] = _live_lines(analysis)
     if v.root_cause is None:
         out += _headline_text(analysis)
     else:

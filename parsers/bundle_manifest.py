@@ -4,7 +4,9 @@ One ``recording`` event (status, exit code or signal, command, start/end, bundle
 one ``exit`` event for the child's end, and ``recorder`` events for what the recorder
 could not do: a manifest still saying ``running`` means the recorder died without
 closing the bundle (host crash, power cut, SIGKILL) — the event is placed at the last
-heartbeat and the recording is reported as ``interrupted``; sources marked unavailable
+heartbeat and the recording is reported as ``interrupted`` — unless its heartbeat is fresh and its
+recorder still there (``forensics/ingest/live_state.py``): then the run is still going, reported as
+``running`` with what it holds so far; sources marked unavailable
 (no GPU, no kernel log) and the recorder's own errors are listed too.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 from forensics.parsers.common.base import ParseContext, Record, whole_text
 
 from forensics.events import Event, Origin, Severity, TsSource
+from forensics.ingest.live_state import recording_state
 from forensics.ingest.textdoc import TextDocument
 
 _MARKERS = ('"format": "gpu-forensics-bundle"', '"format":"gpu-forensics-bundle"',
@@ -106,7 +109,9 @@ class BundleManifestParser:
         end = _int(data.get("end_ns"))
         heartbeat = _int(data.get("heartbeat_ns"))
         manifest_status = str(data.get("status", "unknown"))
-        status = "interrupted" if manifest_status == "running" else manifest_status
+        live = recording_state(data)  # "running": still being recorded, or the recorder died
+        still = live is not None and live.live
+        status = ("running" if still else "interrupted") if manifest_status == "running" else manifest_status
         command: list[Any] = data["command"] if isinstance(data.get("command"), list) else []
         cmd = shlex.join(str(c) for c in command)
         exit_code, sig = _int(data.get("exit_code")), _int(data.get("signal"))
@@ -114,7 +119,9 @@ class BundleManifestParser:
         bundle_path = ctx.path.rsplit("/", 1)[0] if "/" in ctx.path else "."
         nlines = doc.line_count()
 
-        if manifest_status == "running":
+        if still and live is not None:
+            outcome = f"still being recorded ({live.why}, since {data.get('start')})"
+        elif manifest_status == "running":
             outcome = "the recorder stopped without closing the bundle"
         elif sig is not None:
             outcome = f"killed by {sig_name}"
@@ -128,7 +135,8 @@ class BundleManifestParser:
             severity=Severity.INFO, host=host,
             attrs={"status": status, "manifest_status": manifest_status, "exit_code": exit_code, "signal": sig,
                    "signal_name": data.get("signal_name"), "command": cmd, "start": data.get("start"),
-                   "end": data.get("end"), "path": bundle_path, "host": host, "heartbeat": data.get("heartbeat")},
+                   "end": data.get("end"), "path": bundle_path, "host": host, "heartbeat": data.get("heartbeat"),
+                   **({"live": True, "heartbeat_age_s": live.heartbeat_age_s} if still and live is not None else {})},
         )
         if exit_code is not None or sig is not None:
             no, off = _line_of(doc, "exit_code")
@@ -140,7 +148,7 @@ class BundleManifestParser:
                 severity=Severity.ERROR if failed else Severity.INFO, host=host,
                 attrs={"exit_code": exit_code, "signal": sig, "signal_name": data.get("signal_name")},
             )
-        if manifest_status == "running":
+        if manifest_status == "running" and not still:
             no, off = _line_of(doc, "heartbeat_ns")
             ts = heartbeat or start
             yield Event(

@@ -57,7 +57,8 @@ _SOURCES = {
 }
 #: files that are indexes or recorder state, not evidence to parse
 _SKIP_SUFFIXES = (".idx", ".tmp")
-_SKIP_NAMES = frozenset({"heartbeat", ".forensics-reserve"})  # the recorder's ballast (record/degrade.py)
+_SKIP_NAMES = frozenset({"heartbeat", ".forensics-reserve",  # the recorder's ballast (record/degrade.py)
+                         "live.jsonl", "live.log"})  # the live watcher's alerts and its own messages (forensics/live)
 
 
 def pack_receipt(end_offset: int, utc_ns: int) -> bytes:

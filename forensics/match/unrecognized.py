@@ -162,6 +162,8 @@ def failure_evidence(events: Sequence[Event], catalog_hits: Mapping[int, Hit] | 
     items = []
     for i, e in enumerate(events):
         hit = hits.get(i)
+        if hit is not None and e.kind == "recorder" and str(e.attrs.get("reason", "")).startswith("source-"):
+            hit = None  # a source the recorder could not read (no NVIDIA driver on this host) is no failure of the run
         it = _catalog_item(e, hit) if hit is not None and hit.severity == "error" else _item(e)
         if it is not None:
             items.append(it)
