@@ -178,9 +178,18 @@ def _analyze_each(groups: list[list[str]], args: argparse.Namespace, options: Op
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    from forensics.live.flags import alert_argv, check_alert_flags
     from forensics.record import run_record
 
+    check_alert_flags(args)
+    args.watch_argv = None if args.no_watch else alert_argv(args)
     return run_record(args)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from forensics.live.watch_cli import run_watch
+
+    return run_watch(args)
 
 
 def cmd_open(args: argparse.Namespace) -> int:
@@ -190,7 +199,7 @@ def cmd_open(args: argparse.Namespace) -> int:
         raise UsageError("open cannot read standard input (the terminal UI reads the keyboard there); "
                          "save it to a file first, or use: forensics analyze -")
     options = _analysis_options(args)
-    return run_app(_plan(args, "merge" if args.merge else "newest")[0], options)
+    return run_app(_plan(args, "merge" if args.merge else "newest")[0], options, follow=2.0 if args.follow else None)
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
@@ -265,9 +274,27 @@ exit status:
   3  no failure found, but some inputs could not be read
 """
 EPILOG_RECORD = """\
+While CMD runs, a watcher process (low priority) reads the bundle as it grows and tells
+what goes wrong: one line on stderr between CMD's lines when stderr is a terminal
+(--announce: also through a pipe; --quiet: never), always in <bundle>/live.jsonl, and
+through --notify / --notify-cmd. --no-watch turns it off.
+
 exit status: the child's own (128+N when signal N killed it); 2 when the recording
 could not start (bad --out, command not found). The bundle's path is printed on stderr
 at the start and the end when stderr is a terminal (--announce: always; --quiet: never).
+"""
+EPILOG_WATCH = """\
+examples:
+  forensics watch train.log                      # a run started without forensics record
+  forensics watch --notify 'ntfy://my-topic' logs/
+  forensics watch --notify-cmd 'jq .line >> alerts.txt' forensics-runs/<bundle>
+
+Rotated logs (copytruncate or rename) and new files in a directory are followed.
+
+exit status:
+  0  stopped (Ctrl-C, --duration, --exit-when-done) without an alert
+  1  stopped after at least one alert
+  2  bad usage
 """
 EPILOG_OPEN = """\
 exit status:
@@ -309,6 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     fmt = argparse.RawDescriptionHelpFormatter
+    from forensics.live.flags import add_alert_flags
+
     rec = sub.add_parser("record", help="run a command and record a crash-safe bundle beside it",
                          description="Run CMD exactly as usual and record a forensic bundle beside it.",
                          epilog=EPILOG_RECORD, formatter_class=fmt)
@@ -322,9 +351,33 @@ def build_parser() -> argparse.ArgumentParser:
     said.add_argument("--announce", action="store_true",
                       help="print the bundle's path on stderr even when it is not a terminal")
     said.add_argument("--quiet", action="store_true", help="never print the bundle's path on stderr")
+    rec.add_argument("--no-watch", action="store_true",
+                     help="no live watcher: the bundle is only explained afterwards (forensics analyze)")
+    add_alert_flags(rec)
     rec.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...",
                      help="the command to run, after --, exactly as you would run it")
     rec.set_defaults(func=cmd_record)
+
+    wat = sub.add_parser("watch", help="watch a run that is going: log files, a directory of logs, a bundle",
+                         description="Follow log files, a directory of logs or a bundle being written, and tell "
+                                     "what goes wrong while the run goes on (the same verdict as analyze).",
+                         epilog=EPILOG_WATCH, formatter_class=fmt)
+    wat.add_argument("paths", nargs="+", metavar="PATH",
+                     help="a log file (it may not exist yet), a directory of logs, or a bundle being recorded")
+    wat.add_argument("--signatures", action="append", metavar="DIR",
+                     help=f"extra signature directory (repeatable; also ${SIGNATURES_ENV})")
+    add_alert_flags(wat)
+    wat.add_argument("--format", choices=("text", "json"), default="text",
+                     help="each alert as one line of text (default) or one JSON object (docs/live.md)")
+    wat.add_argument("--jsonl", metavar="FILE", help="also append each alert to FILE as a JSON line")
+    wat.add_argument("--from-end", action="store_true",
+                     help="start at the end of the files already there (default: read them from the start)")
+    wat.add_argument("--exit-when-done", action="store_true",
+                     help="stop once every bundle followed has finished recording")
+    wat.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long")
+    wat.add_argument("--time-scale", type=float, default=1.0, help=argparse.SUPPRESS)  # accelerated replays
+    wat.add_argument("--stats", metavar="FILE", help=argparse.SUPPRESS)  # the watcher's figures (bench/)
+    wat.set_defaults(func=cmd_watch)
 
     ana = sub.add_parser("analyze", help="explain a failure from a bundle or any logs",
                          description="Explain a failure from bundles or any logs, with the lines that prove it.",
@@ -343,6 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Show the post-mortem in a terminal UI (press ? in it for the keys).",
                          epilog=EPILOG_OPEN, formatter_class=fmt)
     _add_analysis_flags(opn)
+    opn.add_argument("--follow", action="store_true",
+                     help="a run still being recorded: look again every 2 s, new findings shown as they come")
     opn.set_defaults(func=cmd_open)
 
     from forensics.postmortem.cli import add_commands

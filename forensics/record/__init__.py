@@ -20,4 +20,5 @@ def run_record(args: argparse.Namespace) -> int:
     if argv and argv[0] == "--":
         argv = argv[1:]
     announce = False if getattr(args, "quiet", False) else (True if getattr(args, "announce", False) else None)
-    return record(argv, Path(args.out), float(args.interval), arm=not args.no_arm, announce=announce)
+    return record(argv, Path(args.out), float(args.interval), arm=not args.no_arm, announce=announce,
+                  watch=getattr(args, "watch_argv", None))

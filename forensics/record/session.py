@@ -32,6 +32,8 @@ from forensics.record.clock import boot_times, iso_utc, local_zone_name, now_ns,
 from forensics.record.degrade import Degradation
 from forensics.record.kernel_log import KernelLogFollower
 from forensics.record.lifeline import LIFELINE_ARG, die_with_recorder, helper_flags
+from forensics.record.live_watcher import FINAL_S as LIVE_FINAL_S
+from forensics.record.live_watcher import LiveWatcher
 from forensics.record.platform import ChildLike, ExitStatusLike, HostEvents, KeeperLike
 from forensics.record.platform import current as current_platform
 from forensics.record.redact import redact_argv, redact_env
@@ -45,6 +47,7 @@ DRAIN_S = 2.0  # after the child is gone: how long a quiet output stream is stil
 HELPER_REPORT_S = 2.0  # at the end: how long to wait for helpers that have not reported yet
 TAIL_ENV = "FORENSICS_TAIL_S"  # after a failed run: keep listening this long for late Xid/kernel lines
 SNAPSHOT_WAIT_ENV = "FORENSICS_SNAPSHOT_WAIT_S"  # at the end: how long an unfinished host snapshot may still run
+LIVE_FINAL_ENV = "FORENSICS_LIVE_FINAL_S"  # after the child ended: how long the live watcher may still take
 NVML_PAGE_ENV = "FORENSICS_NVML_PAGE"  # tests: hand the deadline page over as Windows does ("path") on Linux
 
 
@@ -185,8 +188,10 @@ def _ensure_std_fds() -> None:
 
 
 class Recording:
-    def __init__(self, argv: Sequence[str], out: Path, interval: float, arm: bool) -> None:
+    def __init__(self, argv: Sequence[str], out: Path, interval: float, arm: bool,
+                 watch: Sequence[str] | None = None, tell: bool = False) -> None:
         _ensure_std_fds()
+        self.watch, self.tell = watch, tell  # the live watcher's arguments (None: --no-watch); its lines shown
         self.argv = list(argv)
         self.env = dict(os.environ)
         self.exe = resolve_command(self.argv[0], self.env.get("PATH"))
@@ -241,6 +246,8 @@ class Recording:
         self.host_events: HostEvents | None = None
         self.snapshot: subprocess.Popen[bytes] | None = None
         self.keeper: KeeperLike | None = None
+        self.watcher: LiveWatcher | None = None
+        self._ended_mono = time.monotonic()
 
     def _tick(self) -> None:
         """Once a second: the heartbeat, the terminal's size passed on to the child's pseudo-terminals,
@@ -290,6 +297,9 @@ class Recording:
             self._guard("closing", self._close_files)
             raise
         end = now_ns()
+        self._ended_mono = time.monotonic()
+        if self.watcher is not None:
+            self.watcher.child_ended()
         self.child.take_back_terminal()
         self.manifest.update(end=iso_utc(end), end_ns=end, exit_code=status.code, signal=status.signal,
                              signal_name=signal.Signals(status.signal).name if status.signal else None)
@@ -322,7 +332,14 @@ class Recording:
         if self.platform.facts is not None:
             self._guard("host events", self._start_host_events)
         self._guard("host snapshot", self._start_snapshot)
+        if self.watch is not None:
+            self._guard("live watcher", self._start_watcher)
         self.manifest.write()
+
+    def _start_watcher(self) -> None:
+        self.manifest.source("live", {"status": "starting", "file": "live.jsonl"})
+        self.watcher = LiveWatcher(self.bundle, self.watch or [], self.tell, self.tees,
+                                   colour=self.tell and _isatty(2) and "NO_COLOR" not in os.environ)
 
     def _start_tees(self) -> None:
         for name, stream in self.child.streams.items():
@@ -402,6 +419,10 @@ class Recording:
         if self.host_events is not None:
             self._guard("stop host events", self.host_events.stop)
         self._guard("host snapshot", self._stop_snapshot)
+        if self.watcher is not None:
+            watcher = self.watcher
+            deadline = max(self._ended_mono + _float_env(LIVE_FINAL_ENV, LIVE_FINAL_S), time.monotonic() + 0.5)
+            self._guard("live watcher", lambda: self.manifest.source("live", watcher.stop(deadline)))
         streams = {t.name.removeprefix("forensics-tee-"): {"bytes": t.received, "echo_error": t.echo_error,
                                                           "dropped": t.log.dropped, "write_error": t.log.error}
                    for t in self.tees}
@@ -457,17 +478,19 @@ def _say(text: str, announce: bool) -> None:
         sys.stderr.flush()
 
 
-def record(argv: Sequence[str], out: Path, interval: float, arm: bool, announce: bool | None = None) -> int:
+def record(argv: Sequence[str], out: Path, interval: float, arm: bool, announce: bool | None = None,
+           watch: Sequence[str] | None = None) -> int:
     """Run ``argv`` under the recorder; returns the exit status to pass on. ``announce``: print where
-    the bundle is at the start and the end (``None``: when stderr is a terminal)."""
+    the bundle is at the start and the end, and the live watcher's alerts (``None``: when stderr is a
+    terminal). ``watch``: the live watcher's arguments (None: no watcher)."""
     if not argv:
         raise UsageError("record: no command given (usage: forensics record [--out DIR] [--interval S] "
                          "[--no-arm] -- CMD ...)")
     if not 0.01 <= interval <= 3600:
         raise UsageError(f"record: --interval must be between 0.01 and 3600 seconds, got {interval:g}")
-    rec = Recording(argv, out, interval, arm)
     if announce is None:
         announce = _isatty(2)
+    rec = Recording(argv, out, interval, arm, watch=watch, tell=announce)
     _say(f"recording into {rec.bundle}", announce)
     try:
         status = rec.run()

@@ -79,6 +79,9 @@ class Timeline:
     clock_given: list[str] = field(default_factory=list)
     #: per host: what each kind of shared moment alone says of its offset (forensics/timeline/clocksync.py)
     clock_evidence: dict[str, list[KindOffset]] = field(default_factory=dict)
+    #: a run still going (forensics/live): the moment it was observed until, which may lie after its
+    #: last event (a silence is measured to here)
+    observed_until: int | None = None
 
     @property
     def hosts(self) -> list[str]:

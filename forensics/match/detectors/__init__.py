@@ -51,12 +51,25 @@ from forensics.match.detectors.stacks import stack_dumps
 from forensics.match.detectors.stunted import silent_stunted_ranks, stunted_workers
 from forensics.timeline.merge import Timeline
 
-__all__ = ["DETECTORS", "run_detectors"]
+__all__ = ["DETECTORS", "live_stall_thresholds", "run_detectors"]
 
 
 def _end_of_observation(timeline: Timeline) -> int | None:
     span = timeline.span
-    return span[1] if span else None
+    ends = [t for t in (span[1] if span else None, timeline.observed_until) if t is not None]
+    return max(ends) if ends else None
+
+
+def live_stall_thresholds(min_s: float, steps: int) -> None:
+    """For the live watcher's process (forensics/live): a stall (no progress, a rank silent while its
+    peers go on, a GPU idle or spinning while its peers work) counts after ``min_s`` seconds and
+    ``steps`` step-times instead of the post-mortem's 3 min / 10 step-times and 60 s, and a young
+    NVML series is a series, not a few snapshots whose last state counts at once."""
+    from forensics.match.detectors import frames, gpu_metrics, odd_one_out, progress
+
+    progress.MIN_STALL_NS = odd_one_out.MIN_SILENT_NS = gpu_metrics.MIN_STALL_NS = int(min_s * 1e9)
+    progress.STALL_STEPS = odd_one_out.SILENT_STEPS = steps
+    frames.SPARSE_FRAMES = 0
 
 
 def _clean_exit(events: Sequence[Event]) -> bool:

@@ -1,0 +1,38 @@
+"""Lines that say a run pauses on purpose: a checkpoint being saved, an evaluation or validation.
+
+A long silence right after such a line is the run at work, not a stall: the watcher holds a
+stall alert (no progress, a GPU idle or spinning while its peers wait) while the newest such line
+is newer than the newest progress line and younger than ``--pause-max`` (default 30 min).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+__all__ = ["PAUSE_WORDS", "PauseMarkers"]
+
+PAUSE_WORDS = re.compile(
+    rb"(?i)sav(?:e|ing)[ _](?:the )?(?:model|checkpoint|ckpt|state|weights)|checkpoint(?:ing)?\b|save_pretrained"
+    rb"|\beval(?:uat(?:e|es|ing|ion))?\b|\bvalidat(?:e|ing|ion)\b|running (?:eval|validation|test)")
+
+
+class PauseMarkers:
+    def __init__(self) -> None:
+        self.last_mono: float | None = None
+        self.text = ""
+        self.count = 0
+
+    def scan(self, data: bytes) -> bool:
+        """Whether ``data`` (new lines of a stream) holds a pause line; the last one is remembered."""
+        found = None
+        for m in PAUSE_WORDS.finditer(data):
+            found = m
+        if found is None:
+            return False
+        start = data.rfind(b"\n", 0, found.start()) + 1
+        end = data.find(b"\n", found.end())
+        self.text = data[start: end if end >= 0 else len(data)].decode("utf-8", "replace").strip()[:200]
+        self.last_mono = time.monotonic()
+        self.count += 1
+        return True
