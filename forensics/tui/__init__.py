@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 __all__ = ["run_app"]
 
 
-def run_app(paths: Sequence[str], options: Options) -> int:
-    """Open the app on ``paths``; returns 0, or 2 when the inputs could not be analyzed."""
+def run_app(paths: Sequence[str], options: Options, follow: float | None = None) -> int:
+    """Open the app on ``paths``; returns 0, or 2 when the inputs could not be analyzed. ``follow``: look
+    at the inputs again every so many seconds (a run still being recorded)."""
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise UsageError(f"no such file or directory: {missing[0]}")
     from forensics.tui.app import ForensicsApp
 
-    app = ForensicsApp(paths, options)
+    app = ForensicsApp(paths, options, follow=follow)
     result = app.run()
     return int(result or 0)

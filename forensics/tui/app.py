@@ -21,6 +21,7 @@ from textual.widgets import Footer, Header, LoadingIndicator, Static, TabbedCont
 from forensics.errors import ForensicsError
 from forensics.tui.dialogs import HelpScreen, RawContextScreen
 from forensics.tui.evidence import EvidenceView, ShowInTimeline
+from forensics.tui.follow import Follower
 from forensics.tui.index import EventIndex
 from forensics.tui.metrics_pane import MetricsPane
 from forensics.tui.model import Model, build_model
@@ -52,6 +53,13 @@ class Loaded(Message):
     model: Model
 
 
+@dataclass
+class Reloaded(Message):
+    """``--follow``: the inputs changed and were analyzed again (posted from the worker thread)."""
+
+    model: Model
+
+
 class ForensicsApp(App[int]):
     """Post-mortem of a GPU training run: verdict, evidence, timeline, metrics."""
 
@@ -69,8 +77,12 @@ class ForensicsApp(App[int]):
 
     def __init__(self, paths: Sequence[str] = (), options: Options | None = None, *,
                  analysis: Analysis | None = None, loader: Callable[[], Analysis] | None = None,
-                 title: str | None = None) -> None:
+                 title: str | None = None, follow: float | None = None) -> None:
         super().__init__()
+        #: ``--follow``: look at the inputs every so many seconds and show a run still being recorded as
+        #: it goes (forensics/tui/follow.py)
+        self.follow = follow
+        self._follower: Follower | None = None
         self.paths = list(paths)
         self.options = options
         self._given = analysis
@@ -160,6 +172,9 @@ class ForensicsApp(App[int]):
 
     @on(Loaded)
     async def _loaded(self, message: Loaded) -> None:
+        if self.follow is not None and self.paths:
+            self._follower = Follower(self.paths, message.model.analysis)
+            self.sub_title = self._follower.status(message.model.analysis)
         model = self.model = message.model
         self._ticker.stop()
         # A million events are a million long-lived objects: move them out of the cyclic GC's
@@ -173,6 +188,50 @@ class ForensicsApp(App[int]):
         self.query_one("#tabs").display = True
         if model.findings:
             self.query_one("#findings").focus(scroll_visible=False)  # the verdict stays on top
+        self._build_index()
+        if self._follower is not None and self.follow is not None:
+            self.set_interval(self.follow, self._look)
+
+    # -- following a run still being recorded ----------------------------------------------------------
+    def _look(self) -> None:
+        if self._follower is not None and self._follower.due():
+            self._reload()
+
+    @work(thread=True, exclusive=True, group="follow")
+    def _reload(self) -> None:
+        from forensics.analysis import analyze
+
+        assert self._follower is not None
+        try:
+            with self._follower.timing():
+                analysis = analyze(self.paths, self.options)
+            model = build_model(analysis)
+        except Exception as exc:  # a file caught half-written: the next look tries again
+            self.call_from_thread(self.notify, f"could not read the run again: {exc}", severity="warning")
+            return
+        self.post_message(Reloaded(model))
+
+    @on(Reloaded)
+    async def _reloaded(self, message: Reloaded) -> None:
+        if self._follower is None or not self.is_running or not self.query("#tabs"):
+            return  # (closing)
+        model = self.model = message.model
+        for text, severity in self._follower.news(model.analysis):
+            self.notify(text, title="live", severity=severity, timeout=10)
+        self.sub_title = self._follower.status(model.analysis)
+        tab = self.query_one("#tabs", TabbedContent).active
+        with self._index_lock:
+            self._index = None
+        panes = {p.id: p for p in self.query(TabPane)}
+        for pane_id, make in (("overview", lambda: OverviewView(model)), ("evidence", lambda: EvidenceView(model)),
+                              ("timeline", lambda: TimelinePane(model, self.event_index)),
+                              ("metrics", lambda: MetricsPane(model))):
+            pane = panes.get(pane_id)
+            if pane is None:
+                continue
+            await pane.remove_children()
+            await pane.mount(make())
+        self._focus_main(tab)
         self._build_index()
 
     @work(thread=True, exclusive=True, group="index")
