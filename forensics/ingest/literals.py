@@ -14,6 +14,7 @@ from typing import Any
 __all__ = ["any_of", "hyperscan_database"]
 
 _CACHE: dict[tuple[str, ...], Callable[[str], bool]] = {}
+_BY_INPUT: dict[tuple[str | bytes, ...], Callable[[str], bool]] = {}  # the tuple given -> its matcher
 _DATABASES: dict[tuple[tuple[str, ...], bool], object] = {}
 
 
@@ -79,6 +80,8 @@ def _hyperscan(words: tuple[str, ...]) -> Callable[[str], bool] | None:
 
 def any_of(literals: Iterable[str | bytes]) -> Callable[[str], bool]:
     """``holds(text)``: whether ``text`` holds one of ``literals`` (case-sensitive)."""
+    if isinstance(literals, tuple) and literals in _BY_INPUT:  # the same set again (one per parse of a file)
+        return _BY_INPUT[literals]
     words = tuple(sorted({w.decode("utf-8", "replace") if isinstance(w, bytes) else w for w in literals} - {""},
                          key=lambda w: (-len(w), w)))  # one order for one set: the cache key
     fn = _CACHE.get(words)
@@ -95,5 +98,8 @@ def any_of(literals: Iterable[str | bytes]) -> Callable[[str], bool]:
                 return search(text) is not None
     if len(_CACHE) > 8:
         _CACHE.clear()
+        _BY_INPUT.clear()
     _CACHE[words] = fn
+    if isinstance(literals, tuple):
+        _BY_INPUT[literals] = fn
     return fn

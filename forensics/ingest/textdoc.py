@@ -457,8 +457,9 @@ def _hs_database(lits: tuple[bytes, ...], tails: frozenset[bytes] = frozenset())
     if not USE_HYPERSCAN:
         return None
     key = (lits, tails)
-    db = _HS_CACHE.get(key)
+    db = _HS_CACHE.pop(key, None)
     if db is not None:
+        _HS_CACHE[key] = db  # the most recently used last: a long-lived process (forensics/live) keeps its sets
         return db
     try:
         import hyperscan
@@ -472,7 +473,7 @@ def _hs_database(lits: tuple[bytes, ...], tails: frozenset[bytes] = frozenset())
     except Exception:  # an engine problem must never cost the analysis: fall back to find()
         return None
     if len(_HS_CACHE) > 16:
-        _HS_CACHE.clear()
+        del _HS_CACHE[next(iter(_HS_CACHE))]  # the least recently used
     _HS_CACHE[key] = db
     return db
 

@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                         commands=args.notify_cmd,
                         run={"bundle": str(bundle), "host": manifest.get("host") or socket.gethostname(),
                              "command": manifest.get("command"), "start": manifest.get("start")})
-    options = WatchOptions(stall_after=args.stall_after, pause_max=args.pause_max, cpu_budget=args.cpu_budget)
+    options = WatchOptions(stall_after=args.stall_after, pause_max=args.pause_max, cpu_budget=args.cpu_budget,
+                           use_watchfiles=False)
     watcher = Watcher(engine, channels, options)
     stop, end = threading.Event(), threading.Event()
     if args.lifeline:

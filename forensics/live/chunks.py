@@ -13,7 +13,8 @@ anchors), is *routine*: of those, one per template per ``SAMPLE_S`` is parsed (t
 rest only counted. A novel or alarming line opens a *burst*: it, the two lines before and the
 ``BURST_LINES`` after are all parsed, so a traceback or a NCCL error report is read whole. A burst
 still open at the end of a read waits for the next read (at most ``CARRY_S``), so a record cut by
-the read is parsed once, complete.
+the read is parsed once, complete. A read with nothing but routine samples waits up to
+``ROUTINE_PARSE_S`` for the next (each parse has a fixed cost: the anchors' search is set up).
 
 **NVML samples** go through :class:`forensics.parsers.nvml_samples.NvmlDecoder`, which keeps each
 GPU's state between reads (the file holds deltas).
@@ -23,12 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import struct
 import time
 from bisect import bisect_right
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +46,14 @@ ROUTINE_AFTER = 8
 SAMPLE_S = 1.0
 BURST_LINES = 64
 CARRY_S = 1.5
+ROUTINE_PARSE_S = 2.0  # routine samples alone are parsed at most this often
 MAX_TEMPLATES = 20_000
 MAX_CARRY_LINES = 2_000
-STREAM_KINDS = frozenset({"process-output", "plaintext", "slurm", "nccl-debug"})
+STREAM_KINDS = frozenset({"process-output", "text", "slurm", "nccl-debug"})
 _DIGITS = bytes(range(48, 58))
+#: a rank's label at the start of a line, as parsers/producers/rank_activity.py reads it
+_RANK_LABEL = re.compile(rb"^\[(?:rank|default) ?\d{1,5}\](?=:| )", re.M)
+_RANK_NUMBER = re.compile(rb"\d+")
 _RECEIPT = struct.Struct("<QQ")
 
 
@@ -116,59 +122,89 @@ class _Line:
         self.data, self.offset, self.line_no, self.read_ns = data, offset, line_no, read_ns
 
 
+class _Chunk:
+    """A read's lines as parallel lists (no object per line until one is kept)."""
+
+    def __init__(self, data: bytes, offset: int, line_no: int, read_ns: int) -> None:
+        self.data = data
+        parts = data.split(b"\n")
+        self.last_open = bool(parts) and parts[-1] != b""  # an unfinished last line (handed out at the end)
+        if parts and parts[-1] == b"":
+            parts.pop()
+        self.lines = parts
+        self.offsets = list(accumulate((len(p) + 1 for p in parts), initial=offset))[:-1]
+        self.line_no = line_no
+        self.read_ns = read_ns
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def line(self, i: int) -> _Line:
+        nl = b"" if self.last_open and i == len(self.lines) - 1 else b"\n"
+        return _Line(self.lines[i] + nl, self.offsets[i], self.line_no + i, self.read_ns)
+
+
 class _Thinner:
     """Which lines of a stream to parse (the module's docstring, *Thinning*)."""
 
     def __init__(self, alarm: Callable[[bytes], bool], digit_alarm: Callable[[bytes], bool]) -> None:
         self.alarm = alarm
         self.digit_alarm = digit_alarm
-        self.seen: OrderedDict[bytes, list[Any]] = OrderedDict()  # template -> [count, alarming, last kept (s)]
+        self.seen: dict[bytes, list[Any]] = {}  # template -> [count, alarming, last kept (s)]
         self.counted = 0  # lines only counted
 
-    def keep(self, lines: list[_Line], now: float) -> tuple[list[int], int]:
-        """Indices of the lines to parse, and the index where a burst still open begins (len: none)."""
-        keep = [False] * len(lines)
+    def keep(self, chunk: _Chunk, now: float) -> tuple[list[int], int, bool]:
+        """Indices of the lines to parse, the index where a burst still open begins (len: none), and
+        whether any of them is more than a routine line's sample."""
+        lines = chunk.lines
+        n = len(lines)
+        # a line's template: digits deleted, a leading [label] kept whole (so each rank is sampled)
+        keys = [(ln[:ln.find(b"]", 0, 24) + 1] if ln[:1] == b"[" else b"") + ln.translate(None, _DIGITS)
+                for ln in lines]
+        keep = bytearray(n)
+        seen = self.seen
         routine: dict[bytes, int] = {}
         burst_until = -1
-        last_burst_start = len(lines)
-        for i, ln in enumerate(lines):
-            key = ln.data.translate(None, _DIGITS)
-            info = self.seen.get(key)
+        last_burst_start = n
+        digits = self.digit_alarm(chunk.data)  # rare: a literal whose digits make it an alarm
+        for i, key in enumerate(keys):
+            info = seen.get(key)
+            if info is not None and info[0] >= ROUTINE_AFTER and not info[1] \
+                    and not (digits and self.digit_alarm(lines[i])):
+                info[0] += 1
+                if i <= burst_until:
+                    keep[i] = 1
+                else:
+                    routine[key] = i  # the freshest of each routine template
+                continue
             if info is None:
-                info = [0, self.alarm(ln.data), 0.0]
-                self.seen[key] = info
-                if len(self.seen) > MAX_TEMPLATES:
-                    self.seen.popitem(last=False)
-            else:
-                self.seen.move_to_end(key)
+                info = seen[key] = [0, self.alarm(lines[i]), 0.0]
             info[0] += 1
-            novel = info[0] <= ROUTINE_AFTER or info[1] or self.digit_alarm(ln.data)
-            if novel:
-                if i > burst_until:
-                    last_burst_start = max(0, i - 2)
-                for j in range(max(0, i - 2), i + 1):
-                    keep[j] = True
-                burst_until = i + BURST_LINES
-            elif i <= burst_until:
-                keep[i] = True
-            else:
-                routine[key] = i  # the freshest of each routine template
+            if i > burst_until:
+                last_burst_start = max(0, i - 2)
+            keep[max(0, i - 2): i + 1] = b"\x01" * (i + 1 - max(0, i - 2))
+            burst_until = i + BURST_LINES
+        bursts = any(keep)
         for key, i in routine.items():
-            info = self.seen.get(key)
-            if info is not None and now - info[2] >= SAMPLE_S:
-                keep[i] = True
+            info = seen[key]
+            if now - info[2] >= SAMPLE_S:
+                keep[i] = 1
                 info[2] = now
-        kept = [i for i, k in enumerate(keep) if k]
-        self.counted += len(lines) - len(kept)
-        open_from = last_burst_start if burst_until >= len(lines) else len(lines)
-        return kept, open_from
+        if len(seen) > MAX_TEMPLATES:  # one-off lines go first
+            for key in [k for k, v in seen.items() if v[0] <= 1][: len(seen) - MAX_TEMPLATES // 2]:
+                del seen[key]
+        kept = [i for i in range(n) if keep[i]]
+        self.counted += n - len(kept)
+        open_from = last_burst_start if burst_until >= n else n
+        return kept, open_from, bursts
 
 
 def _alarm_matchers(notable: tuple[bytes, ...]) -> tuple[Callable[[bytes], bool], Callable[[bytes], bool]]:
     """(any alarm literal in a line, any alarm literal that holds a digit in a line)."""
-    from forensics.parsers.process_output import ANOMALY_LITERALS, TRIGGER_LITERALS
+    from forensics.parsers.process_output import ANOMALY_LITERALS, PROGRESS_LITERALS, TRIGGER_LITERALS
 
-    words = tuple(sorted({w for w in (*TRIGGER_LITERALS, *ANOMALY_LITERALS, *notable) if w}))
+    routine = set(PROGRESS_LITERALS)  # a progress line is what repeats: its anomalies are ANOMALY_LITERALS
+    words = tuple(sorted({w for w in (*TRIGGER_LITERALS, *ANOMALY_LITERALS, *notable) if w and w not in routine}))
     digits = tuple(w for w in words if any(48 <= b <= 57 for b in w))
     return _matcher(words), _matcher(digits)
 
@@ -247,6 +283,8 @@ class FileParser:
         self.presentation = False
         self._carry: list[_Line] = []
         self._carry_since = 0.0
+        self._routine: list[_Line] = []  # routine samples waiting for their parse (ROUTINE_PARSE_S)
+        self._routine_since = 0.0
         self.self_stamped: bool | None = None  # a loose file's lines carry their own stamps
         self.ranks: Any = None  # RankActivity over every line read (a stream), not only those parsed
         self._rank_ts: dict[int, tuple[int | None, Any]] = {}  # a rank's last offset -> its time
@@ -263,16 +301,20 @@ class FileParser:
             self.line_no, self.generation = 1, self.generation + 1
             self._carry = []
         self.offset = start
-        lines = self._split(data)
         if self.parser is None:
-            if not lines:
+            if not data:
                 return [], []
-            self._detect(lines)
+            self._detect(data)
+        if self.thinner is not None:
+            chunk = _Chunk(data, start, self.line_no, time.time_ns())
+            self.line_no += len(chunk)
+            self.offset += len(data)
+            self.lines_read += len(chunk)
+            return self._feed_stream(chunk, now, final)
+        lines = self._split(data)
         if self.nvml is not None:
             return self._feed_nvml(lines)
-        if self.thinner is None:  # a format read whole (kernel log, NVML events, JSON files)
-            return self._parse(lines)
-        return self._feed_stream(lines, now, final)
+        return self._parse(lines)  # a format read whole (kernel log, NVML events, JSON files)
 
     def _split(self, data: bytes) -> list[_Line]:
         out: list[_Line] = []
@@ -288,10 +330,11 @@ class FileParser:
         self.lines_read += len(out)
         return out
 
-    def _detect(self, lines: list[_Line]) -> None:
+    def _detect(self, data: bytes) -> None:
         from forensics.parsers.registry import detect
 
-        head = [ln.data[:4096].decode("utf-8", "replace").rstrip("\r\n") for ln in lines[:60]]
+        lines = data[: 1 << 18].split(b"\n")[:200]
+        head = [ln[:4096].decode("utf-8", "replace").rstrip("\r") for ln in lines[:60]]
         parser, _ = detect([h for h in head if h.strip()][:40])
         self.parser, self.parser_name = parser, parser.name
         if parser.name == "nvml-samples":
@@ -305,25 +348,34 @@ class FileParser:
             self.ranks = RankActivity()
             from forensics.parsers.common.presentation import learn
 
-            sample = TextDocument(b"".join(ln.data for ln in lines[:200]), self.tags.display)
+            sample = TextDocument(b"\n".join(lines), self.tags.display)
             self.presentation = len(lines) >= 20 and learn(sample) is not None
 
     # -- streams -----------------------------------------------------------------------------------
-    def _feed_stream(self, lines: list[_Line], now: float, final: bool) -> tuple[list[Event], list[MetricSample]]:
+    def _feed_stream(self, chunk: _Chunk, now: float, final: bool) -> tuple[list[Event], list[MetricSample]]:
         assert self.thinner is not None
-        if lines:
-            self._rank_lines(lines)
-        kept_idx, open_from = self.thinner.keep(lines, now) if lines else ([], 0)
-        kept = [lines[i] for i in kept_idx]
+        if len(chunk):
+            self._rank_lines(chunk)
+        kept_idx, open_from, bursts = self.thinner.keep(chunk, now) if len(chunk) else ([], 0, False)
+        kept = [chunk.line(i) for i in kept_idx]
+        if not bursts and not self._carry and not final:  # only routine samples: they wait a little
+            if not self._routine:
+                self._routine_since = now
+            self._routine += kept
+            if now - self._routine_since < ROUTINE_PARSE_S and len(self._routine) < MAX_CARRY_LINES:
+                return [], []
+            kept, self._routine = self._routine, []
+            return self._parse(kept)
+        kept, self._routine = self._routine + kept, []
         todo = self._carry + kept
-        if not lines and self._carry and (final or now - self._carry_since >= CARRY_S):
+        if not len(chunk) and self._carry and (final or now - self._carry_since >= CARRY_S):
             self._carry = []
             return self._parse(todo)
-        if final or open_from >= len(lines):
+        if final or open_from >= len(chunk):
             self._carry = []
             return self._parse(todo)
         # a burst runs to the end of what was read: parse up to its start, keep the rest for next time
-        first_open = lines[open_from].offset
+        first_open = chunk.offsets[open_from]
         now_part = [ln for ln in todo if ln.offset < first_open]
         rest = [ln for ln in todo if ln.offset >= first_open]
         if len(rest) > MAX_CARRY_LINES or (self._carry and now - self._carry_since >= CARRY_S):
@@ -335,11 +387,10 @@ class FileParser:
         return self._parse(now_part) if now_part else ([], [])
 
     def flush(self) -> tuple[list[Event], list[MetricSample]]:
-        """What waits (an open burst; an NVML GPU's last tick)."""
-        if self._carry:
-            todo, self._carry = self._carry, []
-            return self._parse(todo)
-        return [], []
+        """What waits (an open burst, routine samples)."""
+        todo = sorted(self._carry + self._routine, key=lambda ln: ln.offset)
+        self._carry, self._routine = [], []
+        return self._parse(todo) if todo else ([], [])
 
     # -- NVML ----------------------------------------------------------------------------------------
     def _feed_nvml(self, lines: list[_Line]) -> tuple[list[Event], list[MetricSample]]:
@@ -356,27 +407,34 @@ class FileParser:
             return [], []
         return [], samples
 
-    def _rank_lines(self, lines: list[_Line]) -> None:
-        """Which ranks wrote (``rank-activity``): from every line read, before thinning."""
-        data = b"".join(ln.data for ln in lines)
+    def _rank_lines(self, chunk: _Chunk) -> None:
+        """Which ranks wrote (``rank-activity``): from every line read, before thinning. Per label one
+        count and one search from the end of the read (bytes methods, no pass per line)."""
+        data = chunk.data
         if self.ranks is None or (data.find(b"[rank") < 0 and data.find(b"[default") < 0):
             return
         from forensics.events import TsSource
 
-        starts = [ln.offset - lines[0].offset for ln in lines]
-
-        def line_of(off: int) -> int:
-            return lines[max(0, bisect_right(starts, off) - 1)].line_no
-
-        before = {r: e[1] for r, e in self.ranks.seen.items()}
-        self.ranks.feed(data, lines[0].offset, line_of)
         if self.receipts is not None:
             self.receipts.update()
-        for rank, entry in self.ranks.seen.items():
-            if before.get(rank) != entry[1]:
-                ln = lines[max(0, bisect_right(starts, entry[1] - lines[0].offset) - 1)]
-                ts = self.receipts.at(entry[1]) if self.receipts is not None else ln.read_ns
-                self._rank_ts[entry[1]] = (ts, TsSource.RECEIPT if ts is not None else TsSource.NONE)
+        for label in set(_RANK_LABEL.findall(data)):
+            rank = int(_RANK_NUMBER.search(label).group(0))  # type: ignore[union-attr]
+            at_end = data.rfind(b"\n" + label)
+            last = at_end + 1 if at_end >= 0 else 0  # not after a newline: the read's first line
+            i = max(0, bisect_right(chunk.offsets, chunk.offsets[0] + last) - 1)
+            entry = self.ranks.seen.get(rank)
+            if entry is None:
+                first = 0 if data.startswith(label) else data.find(b"\n" + label) + 1
+                j = max(0, bisect_right(chunk.offsets, chunk.offsets[0] + first) - 1)
+                self.ranks.feed(chunk.lines[j] + b"\n", chunk.offsets[j], lambda _off, j=j: chunk.line_no + j)
+                entry = self.ranks.seen.get(rank)
+                if entry is None:
+                    continue
+                entry[0] -= 1
+            entry[0] += data.count(b"\n" + label) + (1 if data.startswith(label) else 0)
+            entry[1], entry[2] = chunk.offsets[i], chunk.line_no + i
+            ts = self.receipts.at(entry[1]) if self.receipts is not None else chunk.read_ns
+            self._rank_ts[entry[1]] = (ts, TsSource.RECEIPT if ts is not None else TsSource.NONE)
         live = {e[1] for e in self.ranks.seen.values()}
         for off in [o for o in self._rank_ts if o not in live]:
             del self._rank_ts[off]

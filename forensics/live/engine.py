@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,9 +76,10 @@ class LiveEngine:
     """Follow ``roots`` (a bundle directory, log files, directories of logs) and diagnose on demand."""
 
     def __init__(self, roots: list[Path], signature_dirs: list[Path] | None = None, time_scale: float = 1.0,
-                 from_end: bool = False) -> None:
+                 from_end: bool = False, mono: Callable[[], float] = time.monotonic) -> None:
         from forensics import match
 
+        self.mono = mono  # seconds, for every "how long since" (a test runs a replay on a virtual clock)
         self.roots = roots
         self.time_scale = time_scale
         self.signatures = match.load_signatures(signature_dirs or [])
@@ -92,7 +94,7 @@ class LiveEngine:
         self._pending_whole: dict[Path, tuple[int, float]] = {}
         self.store = Store()
         self.clock_ns: int | None = None
-        self._clock_mono = time.monotonic()
+        self._clock_mono = mono()
         self.bytes_read = 0
         self.lines_read = 0
         self.evaluations = 0
@@ -132,13 +134,13 @@ class LiveEngine:
     # -- the data clock ----------------------------------------------------------------------------
     def _advance(self, ts: int | None) -> None:
         if ts is not None and (self.clock_ns is None or ts > self.now_ns()):
-            self.clock_ns, self._clock_mono = ts, time.monotonic()
+            self.clock_ns, self._clock_mono = ts, self.mono()
 
     def now_ns(self) -> int:
         """The end of the observation (module docstring, *Time*)."""
         if self.clock_ns is None:
             return time.time_ns()
-        return self.clock_ns + int((time.monotonic() - self._clock_mono) * self.time_scale * 1e9)
+        return self.clock_ns + int((self.mono() - self._clock_mono) * self.time_scale * 1e9)
 
     # -- reading -----------------------------------------------------------------------------------
     def poll(self, final: bool = False) -> PollResult:
@@ -146,7 +148,8 @@ class LiveEngine:
         out = PollResult()
         for bundle in self.bundles:
             self._read_manifest(bundle, out)
-        now = time.monotonic()
+        final = final or self.ended  # the run is over: what waits for the rest of a record is all there
+        now = self.mono()
         rescan = final or now - self._last_scan >= RESCAN_S
         if rescan:
             self._last_scan = now
@@ -171,7 +174,7 @@ class LiveEngine:
         parser = self.parsers.get(f.path)
         if parser is None:
             parser = self.parsers[f.path] = FileParser(self._tags(f.path), self.notable, file_year(f.path))
-        start, data = f.read(final=final)
+        start, data = f.read(now=self.mono(), final=final)
         events: list[Event] = []
         metrics: list[MetricSample] = []
         if data:
@@ -179,9 +182,9 @@ class LiveEngine:
             out.lines += data.count(b"\n")
             if parser.thinner is not None or parser.parser is None:
                 out.pause_marker |= self.pauses.scan(data)
-            events, metrics = parser.feed(data, start, final=final)
+            events, metrics = parser.feed(data, start, now=self.mono(), final=final)
         elif parser.parser is not None:  # nothing new: a burst left open may be due now
-            events, metrics = parser.feed(b"", parser.offset, final=final)
+            events, metrics = parser.feed(b"", parser.offset, now=self.mono(), final=final)
         self._take(str(f.path), events, metrics, out)
 
     def _take(self, name: str, events: list[Event], metrics: list[MetricSample], out: PollResult) -> None:
@@ -266,6 +269,12 @@ class LiveEngine:
         self.store.replace(str(path), events)
         out.urgent += [e for e in events if _urgent(e)]
 
+    @property
+    def ended(self) -> bool:
+        """Every bundle followed says its run is over (its files hold all there will be)."""
+        return bool(self.bundles) and all(self.manifests.get(b, {}).get("status", "running") != "running"
+                                          for b in self.bundles)
+
     def status(self, bundle: Path | None = None) -> str | None:
         """The manifest's status of the (first) bundle followed."""
         for b, data in self.manifests.items():
@@ -284,7 +293,8 @@ class LiveEngine:
         per_source, names = self.store.timeline_input()
         timeline = build_timeline(per_source, names=names)
         at = self.now_ns()
-        timeline.observed_until = at
+        # a run still going is observed until now; one that ended, until its end (no silence after it)
+        timeline.observed_until = None if self.ended else at
         findings, verdict = match.diagnose(timeline, self.signatures)
         self.evaluations += 1
         return Evaluation(at, timeline, findings, verdict, time.process_time() - cpu)

@@ -17,6 +17,9 @@ PAUSE_WORDS = re.compile(
     rb"|\beval(?:uat(?:e|es|ing|ion))?\b|\bvalidat(?:e|ing|ion)\b|running (?:eval|validation|test)")
 
 
+_HINTS = (b"sav", b"checkpoint", b"ckpt", b"eval", b"validat", b"running ")
+
+
 class PauseMarkers:
     def __init__(self) -> None:
         self.last_mono: float | None = None
@@ -25,6 +28,9 @@ class PauseMarkers:
 
     def scan(self, data: bytes) -> bool:
         """Whether ``data`` (new lines of a stream) holds a pause line; the last one is remembered."""
+        low = data.lower()
+        if not any(w in low for w in _HINTS):  # the common case, in C: no such word at all
+            return False
         found = None
         for m in PAUSE_WORDS.finditer(data):
             found = m

@@ -56,6 +56,7 @@ class WatchOptions:
     cpu_budget: float = 0.05
     duration: float | None = None  # stop after this many seconds (tests, benchmarks)
     exit_when_done: bool = False  # stop once every followed bundle is no longer running
+    use_watchfiles: bool = True  # (the recorder's watcher polls: a recording's files change all the time)
 
     @property
     def stall_min_s(self) -> float:
@@ -100,8 +101,12 @@ class Watcher:
         self.steps = 0
         self.started = time.monotonic()
         self.peak_rss = 0.0
+        from forensics.ingest import textdoc
         from forensics.match.detectors import live_stall_thresholds
 
+        # The same few thousand anchors are searched in a small document every read: one Hyperscan
+        # database, compiled once, beats a find() per literal at any size here.
+        textdoc.HS_MIN_BYTES = 0
         live_stall_thresholds(max(1.0, self.options.stall_min_s - MARGIN_S), self.options.stall_steps)
 
     # -- the triggers --------------------------------------------------------------------------------
@@ -221,7 +226,7 @@ class Watcher:
         sets ``stop`` or ``end`` calls :meth:`wake` too."""
         from forensics.live.follow import Wakeup
 
-        wake = self._wake = Wakeup(self.engine.roots)
+        wake = self._wake = Wakeup(self.engine.roots, use_watchfiles=self.options.use_watchfiles)
         last_read = 0.0
         try:
             while not stop.is_set():
