@@ -6,7 +6,7 @@ step ``--fault-at``. At that moment the program prints ``FAULT <UTC ns> <mode>``
 measurement knows when the fault happened.
 
 modes:
-  healthy   every rank runs to the end (with a checkpoint save pause if --pause S)
+  healthy   every rank runs to the end (checkpoint saves: --pause S; evaluations: --eval-s S)
   raise     rank --rank raises an uncaught exception (--exc: oom | value | nccl); the others go on
   stop      rank --rank stops printing (stuck), its process alive; the others go on
   halve     every rank's step time doubles: throughput halves and stays down
@@ -70,6 +70,12 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
             if rank == 0:
                 print(f"[rank{rank}]: Saving model checkpoint to /ckpt/step_{step}", flush=True)
             time.sleep(args.pause)
+        if args.eval_s and step and step % args.eval_every == 0:
+            if rank == 0:
+                print(f"[rank{rank}]: ***** Running evaluation at step {step} *****", flush=True)
+            time.sleep(args.eval_s)
+            if rank == 0:
+                print(f"[rank{rank}]: eval_loss = {1.0 / (step + 1) ** 0.5:.4f}", flush=True)
         time.sleep(max(0.0, step_s - (time.monotonic() - t0)))
         ms = (time.monotonic() - t0) * 1000
         tokens = int(args.tokens / (ms / 1000))
@@ -89,6 +95,8 @@ def main() -> int:
     p.add_argument("--tokens", type=int, default=4096, help="tokens per step")
     p.add_argument("--pause", type=float, default=0.0, help="seconds of a checkpoint save every --pause-every steps")
     p.add_argument("--pause-every", type=int, default=50)
+    p.add_argument("--eval-s", type=float, default=0.0, help="seconds of an evaluation every --eval-every steps")
+    p.add_argument("--eval-every", type=int, default=80)
     p.add_argument("--hang-for", type=float, default=30.0, help="hang: seconds the job stays hung before it ends")
     args = p.parse_args()
     procs = [mp.Process(target=rank_main, args=(r, args), daemon=True) for r in range(args.ranks)]

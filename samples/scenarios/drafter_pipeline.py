@@ -13,6 +13,12 @@ device in one ballast tensor), so all eight processes compete for one budget as 
 which nobody sees), so a drafter that dies leaves its weights on the GPU, prints nothing more, and the
 run goes on with fewer consumers: throughput falls, the queues stay full.
 
+``PIPELINE_FREEZE=1`` (the live watcher's bench): a drafter whose optimizer step runs out of memory
+does not die but *freezes at its memory cap*: its worker catches the error, empties the cache and tries
+again every second, for ever, printing nothing (a retry loop pipelines also have). ``LIVE_FAULT_FILE``:
+the moment a drafter dies or first fails is appended there (``<UTC ns> <what>``), never to the run's
+output, so a measurement knows when the fault happened.
+
 Run A: ``CUDA_MODULE_LOADING=LAZY`` — everything fits. Run B: the same program with
 ``CUDA_MODULE_LOADING=EAGER``, which loads every kernel of every CUDA library into each process's
 context at start: each of the nine contexts grows, the budget shrinks, and drafters 6 and 7 die at their
@@ -78,6 +84,14 @@ def target(rank: int, prompts: mp.Queue, hidden: mp.Queue, ready: mp.Barrier, st
                 continue
 
 
+def note_fault(what: str) -> None:
+    """For the live watcher's bench: when the fault happened, outside the run's own output."""
+    path = os.environ.get("LIVE_FAULT_FILE")
+    if path:
+        with open(path, "a") as fh:
+            fh.write(f"{time.time_ns()} {what}\n")
+
+
 def drafter(rank: int, hidden: mp.Queue, tokens: mp.Value, ready: mp.Barrier, turn: list, stop: mp.Event) -> None:
     torch.cuda.set_device(0)
     index = rank - N_TARGETS
@@ -90,6 +104,8 @@ def drafter(rank: int, hidden: mp.Queue, tokens: mp.Value, ready: mp.Barrier, tu
     torch.cuda.synchronize()
     print(f"[rank {rank}] drafter ready: weights+grads {torch.cuda.memory_allocated() / 2**20:.0f} MiB", flush=True)
     ready.wait()
+
+    frozen: list[bool] = []
 
     def train() -> None:
         step = 0
@@ -105,7 +121,21 @@ def drafter(rank: int, hidden: mp.Queue, tokens: mp.Value, ready: mp.Barrier, tu
                 loss = (model(x) - x).square().mean()
                 loss.backward()
                 try:
-                    optim.step()
+                    while True:
+                        try:
+                            optim.step()
+                            break
+                        except torch.OutOfMemoryError:
+                            if os.environ.get("PIPELINE_FREEZE") != "1":
+                                raise
+                            if not frozen:  # frozen at its cap: retried for ever, nothing printed
+                                note_fault(f"drafter {rank} frozen at its memory cap")
+                                frozen.append(True)
+                                if step == 0 and index + 1 < N_DRAFTERS:
+                                    turn[index + 1].set()  # the next drafter tries its first step
+                            torch.cuda.empty_cache()
+                            if stop.wait(1.0):
+                                return
                     optim.zero_grad(set_to_none=False)
                 finally:
                     if step == 0 and index + 1 < N_DRAFTERS:
@@ -118,6 +148,7 @@ def drafter(rank: int, hidden: mp.Queue, tokens: mp.Value, ready: mp.Barrier, tu
                 if step % 100 == 0:
                     print(f"[rank {rank}] drafter step {step} loss {loss.item():.4f}", flush=True)
         except Exception:  # the pipeline's habit: the worker dies, a debug line nobody reads
+            note_fault(f"drafter {rank} died")
             log.debug("drafter %d: worker stopped", rank, exc_info=True)
 
     worker = threading.Thread(target=train, name=f"drafter-{rank}", daemon=True)
