@@ -91,3 +91,20 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], words
                           timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and words in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_bundle_that_appears_in_a_watched_directory_is_read_as_a_bundle(tmp_path: Path) -> None:
+    runs = tmp_path / "forensics-runs"
+    runs.mkdir()
+    proc = _watch(str(runs), "--duration", "25")
+    _started(proc)
+    with LiveBundle(runs / "node-1-20261204T100000Z-1") as run:  # a new recording starts there
+        run.append("stdout", STEPS)
+        time.sleep(4)
+        run.append("stderr", OOM)
+        time.sleep(6)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 1, err
+    [alert] = [json.loads(line) for line in out.splitlines()]
+    assert alert["signature"] == "torch-cuda-oom"
+    assert alert["evidence"][0]["source"] == "stderr"  # tagged as the bundle's stream, not a loose file

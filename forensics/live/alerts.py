@@ -120,7 +120,7 @@ class Alert:
             return f"forensics {head}: {self.title} ({self.signature}) no longer holds [{self.incident}]"
         parts = [f"forensics {head}: {self.title} ({self.signature}, {self.confidence})"]
         if self.culprit:
-            parts.append(self.culprit)
+            parts.append(_short(self.culprit, 200))
         if self.evidence:
             first = self.evidence[0]
             parts.append(f"{first['origin']}: {_short(first['message'], 120)}")

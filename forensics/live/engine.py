@@ -108,8 +108,14 @@ class LiveEngine:
         name = rel.rsplit("/", 1)[-1]
         if name.startswith(".") or name.endswith(_SKIP_SUFFIXES) or name in ("live.jsonl", "heartbeat"):
             return False
-        if root in self.bundles:
-            return rel != MANIFEST and source_of(rel) is not None
+        path = root / rel
+        bundle = self._bundle_of(path)
+        if bundle is None and (path.parent / MANIFEST).is_file() and read_manifest(path.parent) is not None:
+            bundle = path.parent  # a bundle inside a directory followed (a new run under forensics-runs/)
+            self.bundles.add(bundle)
+        if bundle is not None:
+            inner = path.relative_to(bundle).as_posix()
+            return inner != MANIFEST and source_of(inner) is not None
         return True
 
     def _bundle_of(self, path: Path) -> Path | None:
