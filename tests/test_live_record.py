@@ -117,3 +117,16 @@ def test_a_hung_or_failing_channel_changes_nothing_for_the_child(tmp_path: Path)
     assert proc.stdout == (b / "stdout.log").read_bytes()
     assert took < 60  # the recorder ended within its own deadlines, not when `sleep 300` would have
     assert jsonl(b / "live.jsonl")  # the file channel has the alert whatever the others did
+
+
+def test_a_checkpoint_save_longer_than_the_stall_threshold_is_not_a_stall(tmp_path: Path) -> None:
+    # every rank stops for 12 s at steps 20 and 40 while rank 0 says it saves a checkpoint (threshold 6 s)
+    run(tmp_path / "save", *_child("--mode", "healthy", "--steps", "50", "--step", "0.2", "--pause", "12",
+                                   "--pause-every", "20"), extra=("--stall-after", "6"), timeout=180, **LIVE)
+    b = bundle(tmp_path / "save")
+    assert not (b / "live.jsonl").exists() or jsonl(b / "live.jsonl") == []
+    # the same silence without the line saying why is told
+    run(tmp_path / "hang", *_child("--mode", "hang", "--steps", "50", "--step", "0.2", "--fault-at", "20",
+                                   "--hang-for", "14"), extra=("--stall-after", "6"), timeout=180, **LIVE)
+    told = [a["signature"] for a in jsonl(bundle(tmp_path / "hang") / "live.jsonl") if a["kind"] == "new"]
+    assert "silent-worker-stall" in told

@@ -187,7 +187,7 @@ class LiveEngine:
             out.bytes_read += len(data)
             out.lines += data.count(b"\n")
             if parser.thinner is not None or parser.parser is None:
-                out.pause_marker |= self.pauses.scan(data)
+                out.pause_marker |= self.pauses.scan(data, self.now_ns())
             events, metrics = parser.feed(data, start, now=self.mono(), final=final)
         elif parser.parser is not None:  # nothing new: a burst left open may be due now
             events, metrics = parser.feed(b"", parser.offset, now=self.mono(), final=final)

@@ -8,7 +8,6 @@ is newer than the newest progress line and younger than ``--pause-max`` (default
 from __future__ import annotations
 
 import re
-import time
 
 __all__ = ["PAUSE_WORDS", "PauseMarkers"]
 
@@ -21,12 +20,15 @@ _HINTS = (b"sav", b"checkpoint", b"ckpt", b"eval", b"validat", b"running ")
 
 
 class PauseMarkers:
+    """The newest pause line seen, and when (``last_ts``: the data's clock when it was read, so it compares
+    with the progress lines' times however late those are parsed)."""
+
     def __init__(self) -> None:
-        self.last_mono: float | None = None
+        self.last_ts: int | None = None
         self.text = ""
         self.count = 0
 
-    def scan(self, data: bytes) -> bool:
+    def scan(self, data: bytes, at_ns: int) -> bool:
         """Whether ``data`` (new lines of a stream) holds a pause line; the last one is remembered."""
         low = data.lower()
         if not any(w in low for w in _HINTS):  # the common case, in C: no such word at all
@@ -39,6 +41,6 @@ class PauseMarkers:
         start = data.rfind(b"\n", 0, found.start()) + 1
         end = data.find(b"\n", found.end())
         self.text = data[start: end if end >= 0 else len(data)].decode("utf-8", "replace").strip()[:200]
-        self.last_mono = time.monotonic()
+        self.last_ts = at_ns
         self.count += 1
         return True

@@ -95,7 +95,7 @@ class Watcher:
         self._last_eval = 0.0
         self._data_since_eval = False
         self._gpu_suspect_since: int | None = None
-        self._last_progress_mono = 0.0
+        self._last_progress_ts = 0
         self._cpu_window: deque[tuple[float, float]] = deque()
         self.eval_cpu_s = 0.0
         self.steps = 0
@@ -116,7 +116,7 @@ class Watcher:
         for e in res.events:
             if e.kind != "progress" or e.ts is None:
                 continue
-            self._last_progress_mono = time.monotonic()
+            self._last_progress_ts = max(self._last_progress_ts, e.ts)
             key = (e.origin.path, e.rank if e.rank is not None else e.attrs.get("rank"), e.attrs.get("desc"))
             s = self._streams.get(key)
             if s is None:
@@ -169,9 +169,10 @@ class Watcher:
             self._gpu_suspect_since = None
 
     def _paused(self) -> bool:
+        """The newest line says the run saves or evaluates, no progress came since, not for too long."""
         p = self.engine.pauses
-        return (p.last_mono is not None and p.last_mono >= self._last_progress_mono
-                and time.monotonic() - p.last_mono < self.options.pause_max)
+        return (p.last_ts is not None and p.last_ts >= self._last_progress_ts
+                and self.engine.now_ns() - p.last_ts < self.options.pause_max * 1e9)
 
     # -- the budget ----------------------------------------------------------------------------------
     def _over_budget(self) -> bool:
