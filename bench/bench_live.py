@@ -69,10 +69,10 @@ def replays(args: argparse.Namespace) -> None:
             continue
         want = tomllib.loads((sample / "expected.toml").read_text()).get("root_cause", "none")
         ref = analyze([str(src)]).verdict
-        marks = []
-        if ref.root_cause is not None:
-            first = min(ref.root_cause.evidence, key=lambda e: (e.ts is None, e.ts or 0))
-            marks = [(Path(first.origin.path).name, first.origin.line)]
+        streamed = ("stdout.log", "stderr.log", "kmsg.log", "nvml.jsonl", "nvml-events.jsonl")
+        marks = [] if ref.root_cause is None else [
+            (Path(e.origin.path).name, e.origin.line) for e in ref.root_cause.evidence
+            if Path(e.origin.path).name in streamed]  # the fault: the first of these the replay writes
         with tempfile.TemporaryDirectory() as tmp:
             replay = BundleReplay(src, Path(tmp), speed=args.speed, marks=marks)
             writer = threading.Thread(target=replay.run)
@@ -84,19 +84,22 @@ def replays(args: argparse.Namespace) -> None:
             out, err = proc.communicate(timeout=3600)
             writer.join()
             alerts = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
-            fault = replay.written.get(marks[0]) if marks else None
+            fault = min(replay.written.values(), default=None)
             new = [a for a in alerts if a["kind"] == "new"]
             hit = next((a for a in new if a["signature"] == want), None)
             row = {"sample": sample.name, "expected": want, "analyze": ref.root_cause_id,
                    "duration_s": round((replay.end - replay.start) / 1e9, 1), "speed": args.speed,
-                   "alerts": [(a["kind"], a["signature"], a["culprit"][:100]) for a in alerts],
-                   "false_alerts": len(new) if want == "none" else sum(1 for a in new if a["signature"] != want),
+                   "alerts": [(a["kind"], a["signature"], a["culprit"][:100],
+                               round((a["time_ns"] - fault) / 1e9, 2) if fault else None) for a in alerts],
+                   "false_alerts": len(new) if want == "none" else None,
+                   "first_told": new[0]["signature"] if new else None,
+                   "first_alert_latency_s": round((new[0]["time_ns"] - fault) / 1e9, 2) if new and fault else None,
                    "latency_s": round((hit["time_ns"] - fault) / 1e9, 2) if hit and fault else None,
-                   "fault_line": marks[0] if marks else None,
+                   "fault_lines": marks[:3],
                    "watcher": json.loads(stats.read_text()) if stats.exists() else {"error": err[-500:]}}
             rows.append(row)
-            print(json.dumps({k: row[k] for k in ("sample", "expected", "alerts", "latency_s", "false_alerts")}),
-                  flush=True)
+            print(json.dumps({k: row[k] for k in ("sample", "expected", "alerts", "first_alert_latency_s", "latency_s",
+                                                  "false_alerts")}), flush=True)
     _save(f"replays-x{args.speed:g}", rows)
 
 
@@ -171,10 +174,8 @@ def realcases(args: argparse.Namespace) -> None:
         if not files:
             continue
         ref = analyze([str(f) for f in files]).verdict
-        marks = []
-        if ref.root_cause is not None:
-            first = min(ref.root_cause.evidence, key=lambda e: (e.ts is None, e.ts or 0))
-            marks = [(Path(first.origin.path).name, first.origin.line)]
+        marks = [] if ref.root_cause is None else [(Path(e.origin.path).name, e.origin.line)
+                                                    for e in ref.root_cause.evidence]
         with tempfile.TemporaryDirectory() as tmp:
             replay = LogReplay(files, Path(tmp) / "logs", max_gap_s=args.max_gap, lines_per_s=args.lines_per_s,
                                marks=marks)
@@ -188,7 +189,7 @@ def realcases(args: argparse.Namespace) -> None:
         alerts = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
         new = [a for a in alerts if a["kind"] == "new"]
         want = meta.get("primary", "none")
-        fault = replay.written.get(marks[0]) if marks else None
+        fault = min(replay.written.values(), default=None)
         hit = next((a for a in new if a["signature"] == ref.root_cause_id), None)
         row = {"case": case.name, "set": case.parts[-4], "primary": want, "analyze": ref.root_cause_id,
                "replay_s": round(took, 1), "told": [a["signature"] for a in new],

@@ -33,6 +33,8 @@ from forensics.timeline.merge import Timeline
 
 __all__ = ["Evaluation", "LiveEngine", "PollResult"]
 
+#: the data clock never jumps further ahead than this at once (seconds of the data's time)
+MAX_JUMP_S = 300.0
 #: how often directories are searched for new files (seconds)
 RESCAN_S = 2.0
 #: files read whole once they stop changing (tool outputs, flight-recorder dumps), not followed
@@ -139,7 +141,15 @@ class LiveEngine:
 
     # -- the data clock ----------------------------------------------------------------------------
     def _advance(self, ts: int | None) -> None:
-        if ts is not None and (self.clock_ns is None or ts > self.now_ns()):
+        """A time the data reached moves the clock on; one far ahead of it (a stamp in another zone read
+        as UTC, a garbled year) does not: at most ``MAX_JUMP_S`` (of the data's time) at once."""
+        if ts is None:
+            return
+        if self.clock_ns is None:
+            self.clock_ns, self._clock_mono = ts, self.mono()
+            return
+        now = self.now_ns()
+        if now < ts <= now + MAX_JUMP_S * 1e9 * max(1.0, self.time_scale):
             self.clock_ns, self._clock_mono = ts, self.mono()
 
     def now_ns(self) -> int:

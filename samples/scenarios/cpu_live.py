@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import signal
 import sys
 import time
 
@@ -102,6 +103,16 @@ def main() -> int:
     procs = [mp.Process(target=rank_main, args=(r, args), daemon=True) for r in range(args.ranks)]
     for proc in procs:
         proc.start()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the ranks go with the job
+    try:
+        return _wait(procs, args)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+
+
+def _wait(procs: list[mp.Process], args: argparse.Namespace) -> int:
     if args.mode == "stop":  # the job ends when the ranks that were not stuck are done
         for r, proc in enumerate(procs):
             if r != args.rank:
@@ -111,11 +122,7 @@ def main() -> int:
     else:
         for proc in procs:
             proc.join()
-    codes = [proc.exitcode or 0 for proc in procs if not proc.is_alive()]
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-    return max(codes, default=0)
+    return max((proc.exitcode or 0 for proc in procs if not proc.is_alive()), default=0)
 
 
 if __name__ == "__main__":
