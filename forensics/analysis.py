@@ -155,11 +155,11 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         notable=notable,
         detect=detect,
     )
-    from forensics.parsers.common.guard import parse_guarded
+    from forensics.parsers.common.paste import parse_paste
 
     work.progress = progress
     try:
-        parsed = parse_guarded(parser, work, ctx)  # a bad record costs that record, never the analysis
+        parsed = parse_paste(parser, work, ctx)  # each source of a paste by its reader; a bad record costs one
     finally:
         work.progress = None  # the document outlives the parse (evidence context, the TUI)
     events, metrics = parsed.events, parsed.metrics
@@ -172,7 +172,7 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
     kinds = sorted(Counter(e.kind for e in events))
     report = SourceReport(item.display, parser.name, item.host or next((e.host for e in events if e.host), None),
                           len(events), len(metrics), warnings + ctx.warnings, kinds, confidence, doc,
-                          shown.steps if shown is not None else [])
+                          (shown.steps if shown is not None else []) + parsed.parts)
     return report, events, metrics
 
 
@@ -318,13 +318,8 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
 
 
 def _blame_json(v: Verdict) -> dict[str, Any] | None:
-    """Culprit + victims + why (additive to version 1; None for single-worker or healthy verdicts)."""
-    b = v.blame
-    if b is None:
-        return None
-    return {"line": b.line(), "culprits": b.culprits, "victims": b.victims, "why": b.why,
-            "culprit_ranks": b.culprit_ranks, "culprit_gpus": b.culprit_gpus, "culprit_hosts": b.culprit_hosts,
-            "victim_ranks": b.victim_ranks, "victim_gpus": b.victim_gpus, "basis": b.basis, "facts": b.facts}
+    """Culprit + victims + why (additive to version 1; None when the evidence names nobody)."""
+    return v.blame.to_json() if v.blame is not None else None
 
 
 def _timeline_summary(timeline: Timeline) -> dict[str, Any]:

@@ -128,7 +128,8 @@ class BundleManifestParser:
             severity=Severity.INFO, host=host,
             attrs={"status": status, "manifest_status": manifest_status, "exit_code": exit_code, "signal": sig,
                    "signal_name": data.get("signal_name"), "command": cmd, "start": data.get("start"),
-                   "end": data.get("end"), "path": bundle_path, "host": host, "heartbeat": data.get("heartbeat")},
+                   "end": data.get("end"), "path": bundle_path, "host": host, "heartbeat": data.get("heartbeat"),
+                   "child_pid": _int(data.get("child_pid"))},
         )
         if exit_code is not None or sig is not None:
             no, off = _line_of(doc, "exit_code")

@@ -56,6 +56,7 @@ from forensics.parsers.producers import (
     rank_activity,
     slurm,
     torchrun,
+    worker_identity,
 )
 from forensics.parsers.producers import training_progress as progress
 
@@ -822,6 +823,14 @@ class _Scan:
             return line, split_body(clean(text), self.srun)
         return held if len(held) == 2 else None
 
+    def line_time(self, offset: int) -> tuple[int | None, TsSource]:
+        """The time of the line at ``offset``: its own stamp (a year-less one in the file's year), else
+        the recorder's receipt time."""
+        data = self.doc.data
+        end = data.find(b"\n", offset, offset + 600)
+        text = clean(data[offset:end if end >= 0 else offset + 600].decode("utf-8", "replace"))
+        return timestamp(split_body(text, self.srun).stamp, self.ctx, offset)
+
     def finish(self) -> list[Event]:
         self.flush_assert()
         last = self.last_progress
@@ -835,7 +844,11 @@ class _Scan:
                 ev = self.emit(line, "progress", t, Severity.INFO, body, attrs=attrs, hold=True)
                 last = (self.thinner.seen, (line.offset, self.last_n, ev))
         self.events.extend(self.thinner.kept(last))
-        ranks = rank_activity.rank_activity(self.doc, self.ctx, lambda off: timestamp(None, self.ctx, off))
+        ids = worker_identity.identify(self.doc.data, self.srun) if len(self.doc.data) <= rank_activity.MAX_BYTES \
+            else None
+        if ids is not None and ids.at:  # a rank named inside the message or by a role ("drafter 6:")
+            self.events = [(off, n, _with_worker(ev, ids)) for off, n, ev in self.events]
+        ranks = rank_activity.rank_activity(self.doc, self.ctx, self.line_time, ids)
         self.events.extend((e.origin.offset, 0, e) for e in ranks)
         self.events.sort(key=lambda item: (item[0], item[1]))
         out = [ev for _, _, ev in self.events]
@@ -845,6 +858,20 @@ class _Scan:
             for i, ev in zip(at, placed, strict=True):
                 out[i] = ev
         return out
+
+
+def _with_worker(ev: Event, ids: worker_identity.Identities) -> Event:
+    """``ev`` with the rank (or launcher host / pid) its line names, when it carries none."""
+    if ev.rank is not None:
+        return ev
+    w = ids.at.get(ev.origin.offset)
+    if w is None or (w.rank is None and w.host is None and w.pid is None):
+        return ev
+    attrs = ev.attrs
+    if w.rank is not None and "rank" not in attrs:
+        attrs = MappingProxyType({**attrs, "rank": w.rank})
+    return replace(ev, rank=w.rank, host=ev.host or w.host, pid=ev.pid if ev.pid is not None else w.pid,
+                   attrs=attrs)
 
 
 class _Skipped(NamedTuple):
@@ -906,7 +933,7 @@ def scan(doc: TextDocument, ctx: ParseContext, generic: bool = False) -> Iterato
 # -- detection -----------------------------------------------------------------------------------
 
 _STRONG = lazy_compile(
-    r"Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+|\[rank\d+\]:|ProcessGroupNCCL|"
+    r"Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+|\[(?:rank|default)\d+\]:|ProcessGroupNCCL|"
     r"terminate called|what\(\):|^frame #\d+:|Fatal Python error|^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): |"
     r"ChildFailedError|exitcode|torch\.distributed|\{'(?:loss|eval_loss|train_runtime)'|"
     r"(?<![\d/])\d+/\d+ \[[\d:]+<[\d:?]*,|OVERFLOW!|Warning: |CUDA error|THCudaCheck|Assertion `|"

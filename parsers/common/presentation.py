@@ -314,8 +314,10 @@ def _pattern(prefixes: Sequence[str]) -> re.Pattern[str]:
 
 
 def _consecutive(values: Sequence[str]) -> bool:
+    """Line numbers: each one more than the last, never the same twice (``node00:`` … ``node07:`` in turn
+    count up too, but come round again: writers' labels)."""
     nums = [int(m.group()) for v in values if (m := _NUMBER.search(v))]
-    if len(nums) < MIN_LINES:
+    if len(nums) < MIN_LINES or len(set(nums)) < 0.9 * len(nums):
         return False
     steps = sum(1 for a, b in zip(nums, nums[1:], strict=False) if b == a + 1)
     return steps >= 0.8 * (len(nums) - 1)
@@ -357,9 +359,15 @@ def _structure(prefix: str) -> bool:
 
 def _flood(found: Sequence[tuple[str, int]]) -> bool:
     """The same record over and over (an assert per CUDA thread): what follows the "prefix" hardly
-    varies either, so the prefix is content."""
+    varies either, so the prefix is content — unless the prefixes are a few writers taking turns
+    (``node03:`` … ``node07:`` again and again, each printing the same few records: ranks of one job)."""
     rests = [_NUMBER.sub("", ln[end:]) for ln, end in found]
-    return len(set(rests)) <= max(1.0, 0.03 * len(rests))
+    if len(set(rests)) > max(1.0, 0.03 * len(rests)):
+        return False
+    prefixes = [ln[:end].strip() for ln, end in found]
+    writers = set(prefixes)
+    turns = sum(a != b for a, b in zip(prefixes, prefixes[1:], strict=False))
+    return not (2 <= len(writers) <= max(4, len(prefixes) // 4) and turns >= len(prefixes) // 2)
 
 
 def _detect(lines: list[str]) -> tuple[str, float]:

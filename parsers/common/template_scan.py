@@ -249,6 +249,10 @@ def _distinct(values: Any) -> Any:
     return ordered[np.concatenate((np.ones(1, bool), ordered[1:] != ordered[:-1]))]
 
 
+#: Lines of one template read one by one for a rank inside the message (the rest of a bigger group is not).
+MESSAGE_RANK_LINES = 1 << 17
+
+
 def _ranks(data: Any, starts: Any) -> set[int]:
     """The ranks named in the prefixes of the lines at ``starts`` (all of one template), read in numpy.
 
@@ -262,9 +266,9 @@ def _ranks(data: Any, starts: Any) -> set[int]:
     if not len(starts):
         return set()
     m = RAW_RANK.match(data, int(starts[0]))
-    if m is None:
-        return set()
-    group = next(g for g in (1, 2, 3) if m.group(g) is not None)
+    if m is None:  # a rank inside the message (c10d's ``[Rank 3]``): its column moves, read line by line
+        return {r for start in starts[:MESSAGE_RANK_LINES].tolist() if (r := raw_rank(data, start)) is not None}
+    group = next(g for g in (1, 2, 3, 4) if m.group(g) is not None)
     arr = np.frombuffer(data, np.uint8)
     last = len(arr) - 1
     col = starts + (m.start(group) - m.start())
@@ -331,7 +335,7 @@ def _prepare(data: Data, start: int, end: int, raw_lits: list[bytes] | None) -> 
     blocks = np.bincount((newlines + start) // lineindex.BLOCK - start // lineindex.BLOCK)
     ranks: dict[int, set[int]] = {}
     for g in np.flatnonzero(sizes > 1).tolist():
-        if RAW_RANK.match(raw, int(line_starts[firsts[g]])) is not None:
+        if raw_rank(raw, int(line_starts[firsts[g]])) is not None:
             ranks[g] = _ranks(raw, line_starts[order[bounds[g]:bounds[g + 1]]])
     pairs = _raw_pairs(raw, line_starts, raw_lits) if raw_lits else None
     return _Prepared(start, end, list(first), local, order, bounds, line_starts, ranks, pairs, blocks)
