@@ -59,11 +59,13 @@ class Finding:
 
 @dataclass
 class Blame:
-    """Who broke a multi-rank / multi-GPU job and who only suffered from it (forensics/match/blame.py).
+    """Who broke the job and who only suffered from it (forensics/match/blame.py): present whenever one
+    rank, GPU, process or node is identifiable, single-worker failures too.
 
-    ``culprits`` and ``victims`` are labels as a person writes them ("ranks 6, 7 (GPUs 6, 7)");
-    the numbers are kept too for the JSON and the TUI. ``why`` says in words what sets the
-    culprits apart ("GPUs 6, 7 hold 59 GB at 0 % while GPUs 0–5 hold 91–97 GB")."""
+    ``culprits`` and ``victims`` are labels as a person writes them ("ranks 6, 7 (GPUs 6, 7)",
+    "63 ranks (0–32, 34–63)"); the numbers are kept too for the JSON and the TUI. ``why`` says in words
+    what sets the culprits apart ("GPUs 6, 7 hold 59 GB at 0 % while GPUs 0–5 hold 91–97 GB"), or,
+    with no culprit, why the evidence does not single one out."""
 
     culprits: str
     victims: str
@@ -75,6 +77,7 @@ class Blame:
     victim_gpus: list[str] = field(default_factory=list)
     basis: list[str] = field(default_factory=list)  # the detectors/evidence the blame rests on
     facts: dict[str, dict[str, Any]] = field(default_factory=dict)  # "GPU 6": memory/util/power; "rank 6": last step
+    culprit_pids: list[int] = field(default_factory=list)  # the culprit processes (an Xid's, the OOM killer's)
 
     def line(self) -> str:
         """The verdict's first line: ``Culprit: … · victims: … — why``."""
@@ -82,6 +85,15 @@ class Blame:
         if self.victims:
             text += f" · victims: {self.victims}"
         return text + (f" — {self.why}" if self.why else "")
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (``verdict.blame``, docs/analyze.schema.json): the same fields as the text."""
+        return {"line": self.line(), "culprits": self.culprits, "victims": self.victims, "why": self.why,
+                "culprit_ranks": self.culprit_ranks, "culprit_gpus": self.culprit_gpus,
+                "culprit_hosts": self.culprit_hosts, "culprit_pids": self.culprit_pids,
+                "victim_ranks": self.victim_ranks, "victim_gpus": self.victim_gpus,
+                "victim_count": len(self.victim_ranks) + len(self.victim_gpus), "basis": self.basis,
+                "facts": self.facts}
 
 
 @dataclass
@@ -131,19 +143,28 @@ class Verdict:
         return round((e.ts - self.t0) / 1e9, 3)
 
 
-def number_ranges(numbers: Iterable[int], min_run: int = 2) -> str:
+def number_ranges(numbers: Iterable[int], min_run: int = 2, max_parts: int = 0) -> str:
     """Ranks or GPU indices as a person writes them: ``[0, 1, 2, 5]`` → ``"0–2, 5"``; runs shorter
-    than ``min_run`` are listed (``min_run=3``: ``[6, 7]`` → ``"6, 7"``)."""
+    than ``min_run`` are listed (``min_run=3``: ``[6, 7]`` → ``"6, 7"``). With ``max_parts`` the text
+    stays bounded: the first ``max_parts`` parts, then ``… (N more)`` counting the numbers left out."""
     nums = sorted(set(numbers))
     parts: list[str] = []
+    shown = 0
     i = 0
     while i < len(nums):
+        if max_parts and len(parts) >= max_parts:
+            parts.append(f"… ({len(nums) - shown} more)")
+            break
         j = i
         while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
             j += 1
         if i == j or j - i + 1 < min_run:
-            parts += [str(n) for n in nums[i:j + 1]]
-        else:
-            parts.append(f"{nums[i]}–{nums[j]}")
+            room = max_parts - len(parts) if max_parts else j - i + 1
+            parts += [str(n) for n in nums[i:i + min(room, j - i + 1)]]
+            shown += min(room, j - i + 1)
+            i += min(room, j - i + 1)
+            continue
+        parts.append(f"{nums[i]}–{nums[j]}")
+        shown += j - i + 1
         i = j + 1
     return ", ".join(parts)

@@ -97,7 +97,7 @@ def diagnose(timeline: Timeline, signatures: Sequence[Signature]) -> tuple[list[
     index = EventIndex(timeline.events, signatures)
     matches = [m for sig in signatures if (m := match_signature(sig, index)) is not None]
     note, confidence = _healthy(timeline)
-    findings, verdict = decide(matches, index.events, note, confidence, timeline.metrics)
+    findings, verdict = decide(matches, index.events, note, confidence, timeline.metrics, timeline.identity)
     if verdict.root_cause is None and (unknown := unrecognized(index.events)) is not None:
         findings, verdict = verdict_for(unknown, findings, verdict)  # a failure no signature knows
     verdict.warnings = warnings + index.warnings

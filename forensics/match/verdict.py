@@ -21,6 +21,7 @@ Rules (docs/signatures.md, "How the verdict is made"):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ from forensics.lazy_re import lazy_compile
 from forensics.match.blame import blame
 from forensics.match.facts import oom_sentence
 from forensics.match.matcher import Match
+from forensics.match.this_run import RunScope, scope
+from forensics.timeline.identity import IdentityTable
 
 __all__ = ["decide"]
 
@@ -57,9 +60,15 @@ class _Node:
         return self.m.sig.id
 
 
-def _node(m: Match, events: Sequence[Event]) -> _Node:
+def _node(m: Match, events: Sequence[Event], run: RunScope | None = None) -> _Node:
+    """A finding as the verdict weighs it, timed by its own events: a recording's earlier context
+    (:mod:`forensics.match.this_run`) does not make it older."""
     evs = [events[p] for p in m.positions]
-    stamps = [e.ts for e in (events[p] for p in m.anchors) if e.ts is not None]
+    anchors = [events[p] for p in m.anchors]
+    if run is not None:
+        anchors = run.own(anchors)
+        m.finding.evidence = run.ordered(m.finding.evidence)
+    stamps = [e.ts for e in anchors if e.ts is not None]
     lines: dict[str, tuple[int, int]] = {}
     for e in evs:
         lo, hi = lines.get(e.origin.path, (e.origin.line, e.origin.line))
@@ -199,10 +208,12 @@ def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequen
     from forensics.units import when as human_time
 
     f = root.m.finding
-    first = min((events[p] for p in root.m.anchors if events[p].ts is not None), key=lambda e: e.ts or 0,
-                default=None)
+    timed = [e for p in root.m.anchors if (e := events[p]).ts is not None]
+    own = [e for e in timed if root.first is None or (e.ts or 0) >= root.first]  # not the recording's context
+    first = min(own or timed, key=lambda e: e.ts or 0, default=None)
     when = f" at {human_time(first)}" if first is not None else ""
-    where = f" on {culprits}" if culprits else _where(f)  # the culprits, not every GPU the evidence names
+    # the culprits, not every GPU the evidence names ("on rank 5 (GPU 0000:c1:00.0)", ": pid 576419 (python)")
+    where = (f": {culprits}" if culprits.startswith("pid") else f" on {culprits}") if culprits else _where(f)
     text = f"{f.title}{where}{when}."
     for detail in (oom_sentence(f.facts), _cross_rank_sentence(f)):
         if detail:
@@ -217,13 +228,31 @@ def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequen
     return text
 
 
+_GLOO = lazy_compile(r"\bgloo\b|ProcessGroupGloo", re.I)
+_NCCL = lazy_compile(r"NCCL")
+
+
+def _backend_title(f: Finding) -> None:
+    """A title that names NCCL, for a finding whose own lines are gloo's and never NCCL's (a collective
+    timing out on gloo matches the same signature): the title names the backend the logs show."""
+    if "NCCL" not in f.title:
+        return
+    texts = [e.text for e in f.evidence if e.kind != "derived"]
+    if texts and any(_GLOO.search(t) for t in texts) and not any(_NCCL.search(t) for t in texts):
+        f.title = f.title.replace("NCCL", "gloo")
+
+
 def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str = "",
            healthy_confidence: Confidence = Confidence.MEDIUM,
-           samples: Sequence[MetricSample] = ()) -> tuple[list[Finding], Verdict]:
+           samples: Sequence[MetricSample] = (),
+           identity: IdentityTable | None = None) -> tuple[list[Finding], Verdict]:
     """Order fired signatures into the verdict. Returns the findings (root first, then
     consequences, then the rest) with their roles and notes set, and the verdict (with its
     culprit line, :mod:`forensics.match.blame`, for multi-rank / multi-GPU jobs)."""
-    nodes = [_node(m, events) for m in matches]
+    run = scope(events)
+    nodes = [_node(m, events, run) for m in matches]
+    for m in matches:
+        _backend_title(m.finding)
     risks = [n for n in nodes if n.m.sig.risk or n.m.risk_only]
     causes = [n for n in nodes if not (n.m.sig.risk or n.m.risk_only)]
     for n in risks:
@@ -241,6 +270,7 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
     edges = {id(g): [f for f in causes if f is not g and _explains(g, f)] for g in causes}
     explained = {id(f) for g in causes for f in edges[id(g)]}
     later: dict[int, _Node] = {}  # stale finding id -> the later, comparable incident
+    before: dict[int, _Node] = {}  # findings of the recording's context only
     for n in causes:
         if n.last is None or edges[id(n)]:
             continue
@@ -249,6 +279,11 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
         if newer:
             later[id(n)] = max(newer, key=lambda d: d.first or 0)
     stale = set(later)
+    for n in causes:  # a finding made only of the kernel log from before the recording: context
+        if run.context and all(run.is_context(events[p]) for p in n.m.anchors) and \
+                any(not all(run.is_context(events[p]) for p in d.m.anchors) for d in causes):
+            stale.add(id(n))
+            before[id(n)] = n
     candidates = [n for n in causes if id(n) not in stale] or causes
     pool = [n for n in candidates if id(n) not in explained] or candidates
     root = _pick_root(pool)
@@ -279,7 +314,9 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
             continue
         n.m.finding.role = Role.CONTRIBUTING
         parents = [g for g in causes if n in edges[id(g)]]
-        if id(n) in stale:
+        if id(n) in before:
+            why = "only in the kernel log from before this recording began (another run's, context)"
+        elif id(n) in stale:
             d = later[id(n)]
             gap = ((d.first or 0) - (n.last or 0)) / 3.6e12
             why = f"an earlier, separate incident ({gap:.1f} h before {d.sig_id})"
@@ -306,7 +343,7 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
         ruled_out=ruled_out,
         t0=root.first,
     )
-    verdict.blame = blame(verdict, events, samples)
+    verdict.blame = blame(verdict, events, samples, identity, run.context)
     if verdict.blame is not None and verdict.blame.basis:  # the lines that single out the culprits come first
         basis = verdict.blame.basis
         root.m.finding.evidence.sort(key=lambda e: basis.index(str(e.attrs.get("detector")))
