@@ -123,8 +123,8 @@ class _Footprint:
     """One process's memory on one GPU over the recording (readings once a second), and its utilization
     when the recorder sampled it (``pu``)."""
 
-    __slots__ = ("first", "frozen", "idle", "last", "peak", "peak_line", "plateaus", "readings", "sm_n", "sm_peak",
-                 "sm_sum", "sm_tail")
+    __slots__ = ("first", "frozen", "idle", "last", "peak", "peak_line", "plateaus", "readings", "sm_last_ts", "sm_n",
+                 "sm_peak", "sm_sum", "sm_tail")
 
     def __init__(self, ts: int, mib: float) -> None:
         self.first: tuple[int, float] = (ts, mib)
@@ -139,6 +139,7 @@ class _Footprint:
         self.sm_peak = 0.0
         self.sm_tail: list[float] = []  # the last readings
         self.idle: int | None = None  # since when every reading has been 0 (None: the last one was not)
+        self.sm_last_ts = ts  # the last utilization reading (memory is written only when it changes)
 
     def add(self, ts: int, mib: float, line: Line) -> None:
         if self.readings and mib == self.last[1] and (not self.plateaus or self.plateaus[-1] != mib) \
@@ -156,6 +157,7 @@ class _Footprint:
         self.sm_sum += sm
         self.sm_peak = max(self.sm_peak, sm)
         self.sm_tail = (self.sm_tail + [sm])[-UTIL_TAIL:]
+        self.sm_last_ts = ts
         if sm > 0:
             self.idle = None
         elif self.idle is None:
@@ -171,7 +173,7 @@ class _Footprint:
         if self.sm_n:
             attrs.update(sm_mean=round(self.sm_sum / self.sm_n, 1), sm_peak=self.sm_peak,
                          sm_last=round(sum(self.sm_tail) / len(self.sm_tail), 1), util_readings=self.sm_n,
-                         idle_since=self.idle)
+                         idle_since=self.idle, util_last_ts=self.sm_last_ts)
         return Event(ts=ts, ts_source=TsSource.EXACT, source=ctx.source if ctx.source else "nvml",
                      kind="gpu-process", message=f"pid {pid} on GPU {gpu}: peak {peak:,.0f} MiB",
                      origin=origin, host=host, gpu=gpu, pid=pid, attrs=attrs)

@@ -147,13 +147,20 @@ def _last_lines(acc: Acc, events: Sequence[Event]) -> None:
     pids = {e.pid for e in last.values() if e.pid is not None}
     if last and len(pids) == len(acc.c_ranks) and not acc.c_pids:  # each culprit rank's own process
         acc.c_pids = dict.fromkeys(sorted(pids), "")
-    waits = [e.ts for e in events if e.ts is not None and is_waiting(e)]
+    waits = [e for e in events if is_waiting(e)]
     if "rank-behind" in acc.basis and len(last) == 1 and len(acc.c_ranks) == 1 and waits:
         (r, e), = last.items()
-        if e.ts is not None and e.ts < min(waits):  # it went quiet before the others began to wait
+        if all(_before(e, w) for w in waits):  # it went quiet before the others began to wait
             from forensics.units import when
 
             acc.why.append(f"rank {r}'s last line ({when(e)}): '{str(e.attrs.get('last_text', ''))[:100]}'")
+
+
+def _before(a: Event, b: Event) -> bool:
+    """``a`` came before ``b``: by line in one file (times inferred for untimed lines may cross), else by time."""
+    if a.origin.path == b.origin.path:
+        return a.origin.line < b.origin.line
+    return a.ts is not None and b.ts is not None and a.ts < b.ts
 
 
 def _undecided(acc: Acc, events: Sequence[Event]) -> str:

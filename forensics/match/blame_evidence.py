@@ -22,6 +22,7 @@ from forensics.findings import Finding
 from forensics.match.detectors.ranks import counted_ranks
 from forensics.match.facts import oom_sentence
 from forensics.match.xid_catalog import lookup
+from forensics.pci import normalize_pci
 
 __all__ = ["HARDWARE", "SYMPTOMS", "Acc", "from_detectors", "from_errors", "hardware_why", "is_waiting", "nums"]
 
@@ -32,6 +33,8 @@ SENT_BY_LAUNCHER = ("SIGTERM", "SIGINT")
 HARDWARE = ("xid", "gpu-lost", "nvrm", "ecc", "aer")
 #: Kinds whose ``gpu`` names the GPU at fault when they are the root's own evidence.
 _GPU_FAULT = (*HARDWARE, "gpu-info", "nvidia-smi", "dcgm")
+#: A GPU a message names by its PCI address (``GPU0000:03:00.0``, ``GPU 0000:81:00.0``, ``GPU PCI:0000:19:00``).
+_GPU_BUS = re.compile(r"\bGPU ?(?:PCI:)?((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\b")
 #: Kinds whose ``pid`` names the process at fault when they are the root's own evidence.
 _PID_FAULT = ("oom-killer", "hung-task", "xid", "torchrun", "log")
 
@@ -198,6 +201,10 @@ def from_errors(acc: Acc, root: Finding, consequences: Sequence[Finding],
             if is_waiting(e):
                 acc.v_ranks.update(r for r in counted_ranks(e) if r not in acc.c_ranks)
         _store_host_gone(acc, root)
+        if not acc.named:
+            _dead_worker(acc, root, events)
+        return
+    if _mismatch(acc, root):
         return
     first: Event | None = None
     own_run = [e for e in root.evidence if id(e) not in context]
@@ -216,6 +223,11 @@ def from_errors(acc: Acc, root: Finding, consequences: Sequence[Finding],
         if e.gpu and (e.kind in _GPU_FAULT or (e.kind == "traceback" and e.attrs.get("oom"))):
             acc.c_gpus.setdefault(e.gpu, index.get((e.host, e.gpu)) if not e.gpu.isdigit() else int(e.gpu))
             hit = True
+        elif not e.gpu and (m := _GPU_BUS.search(e.message)):  # "… device handle for GPU0000:03:00.0"
+            bus = normalize_pci(m.group(1))
+            if bus:
+                acc.c_gpus.setdefault(bus, index.get((e.host, bus)))
+                hit = True
         r = _rank_of(e)
         if r is not None:
             acc.c_ranks.add(r)
@@ -223,6 +235,9 @@ def from_errors(acc: Acc, root: Finding, consequences: Sequence[Finding],
         pid = _pid_of(e)
         if pid is not None and e.kind in _PID_FAULT and (e.kind != "log" or e.attrs.get("signal")):
             acc.c_pids.setdefault(pid, str(e.attrs.get("process") or ""))
+            hit = True
+        elif e.kind == "kernel" and (task := _TASK.search(e.message)):  # a hung task's own stack header
+            acc.c_pids.setdefault(int(task.group(2)), task.group(1))
             hit = True
         if hit:
             first = first or e
@@ -282,6 +297,65 @@ def hardware_why(e: Event) -> str:
         info = lookup(code)
         return f"GPU {e.gpu} logged Xid {code}" + (f" ({info.description})" if info else "")
     return f"GPU {e.gpu}: {e.message[:120]}"
+
+
+#: PyTorch's collective fingerprint check (``TORCH_DISTRIBUTED_DEBUG=DETAIL``, ProcessGroupWrapper): ``Detected
+#: mismatch between collectives on ranks. Rank 4 is running collective: CollectiveFingerPrint(SequenceNumber=101,
+#: OpType=ALLGATHER, …), but Rank 7 is running collective: CollectiveFingerPrint(SequenceNumber=0OpType=REDUCE)``.
+_FINGERPRINT = re.compile(r"Rank (\d+) is running collective: CollectiveFingerPrint\(SequenceNumber=(\d+),?\s*"
+                          r"OpType=(\w+)")
+
+
+#: The kernel's header of a task's stack (``sched_show_task``): ``task:python3.11 state:D stack:0 pid:15277``.
+_TASK = re.compile(r"\btask:(\S+)\s+state:[A-Z]\b.*?\bpid:\s*(\d+)")
+#: A supervisor saying which worker process died: Ray's raylet (``A worker died or was killed … Worker IP
+#: address: 172.19.24.110 … Worker PID: 90738``).
+_DEAD_WORKER = re.compile(r"worker died or was killed.*?Worker IP address: ([\d.:a-f]+).*?Worker PID: (\d+)", re.I)
+
+
+def _dead_worker(acc: Acc, root: Finding, events: Sequence[Event]) -> None:
+    """A symptom (a peer's collective failed: a remote process exited) and one worker its supervisor saw die:
+    that worker is the culprit, the ranks that report the failure its victims."""
+    dead = {(m.group(1), int(m.group(2))) for e in events if e.kind in ("log", "warning", "traceback")
+            and "Worker PID" in e.message and (m := _DEAD_WORKER.search(e.message))}
+    if len(dead) != 1:
+        return
+    ((host, pid),) = dead
+    acc.c_pids.setdefault(pid, "")
+    acc.hosts.add(host)
+    for e in root.evidence:
+        acc.v_ranks.update(counted_ranks(e))
+    acc.add_why(f"the worker process {pid} on {host} died (its supervisor says so); the others' collectives then "
+                "failed", root.signature)
+
+
+def _mismatch(acc: Acc, root: Finding) -> bool:
+    """Ranks the fingerprint check names: those running the collective fewer ranks run are the culprits
+    (on a tie, the rank furthest behind in sequence numbers), the others their victims."""
+    seen: dict[int, tuple[int, str]] = {}
+    for e in root.evidence:
+        for m in _FINGERPRINT.finditer(e.text):
+            seen.setdefault(int(m.group(1)), (int(m.group(2)), m.group(3)))
+    ops: dict[str, set[int]] = {}
+    for rank, (_, op) in seen.items():
+        ops.setdefault(op, set()).add(rank)
+    if len(ops) < 2:
+        return False
+    sizes = sorted(len(r) for r in ops.values())
+    if sizes[0] < sizes[-1]:
+        odd = {r for rs in ops.values() if len(rs) == sizes[0] for r in rs}
+    else:
+        low = min(seq for seq, _ in seen.values())
+        behind = {r for r, (seq, _) in seen.items() if seq == low}
+        if len(behind) == len(seen):
+            return False
+        odd = behind
+    acc.c_ranks |= odd
+    acc.v_ranks |= set(seen) - odd
+    text = "; ".join(f"{nums('rank', rs)} at {ops_name} (SequenceNumber {seen[min(rs)][0]})"
+                     for ops_name, rs in sorted(ops.items(), key=lambda kv: min(kv[1])))
+    acc.add_why(f"the collective fingerprint check found the ranks in different collectives: {text}", root.signature)
+    return True
 
 
 #: ``[15] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store

@@ -61,7 +61,7 @@ def _busy(e: Event) -> bool | None:
 
 def _idle(e: Event) -> bool:
     """It worked, then sat idle to the end of the recording for at least :data:`MIN_IDLE_NS`."""
-    since, last = e.attrs.get("idle_since"), e.attrs.get("last_ts")
+    since, last = e.attrs.get("idle_since"), e.attrs.get("util_last_ts", e.attrs.get("last_ts"))
     return (_busy(e) is False and float(e.attrs.get("sm_peak") or 0.0) > IDLE_SM and isinstance(since, int)
             and isinstance(last, int) and last - since >= MIN_IDLE_NS)
 
@@ -96,7 +96,8 @@ def idle_workers(events: Sequence[Event], corroborated: bool = False) -> list[Ev
                       and int(by_pid[pid].attrs.get("frozen_since") or 0) <= int(by_pid[pid].attrs["idle_since"])]
             mibs = [float(by_pid[pid].attrs["last_mib"]) for pid in idle]
             span = fmt_num(min(mibs)) if min(mibs) == max(mibs) else f"{fmt_num(min(mibs))}–{fmt_num(max(mibs))}"
-            quiet = min(int(by_pid[p].attrs["last_ts"]) - int(by_pid[p].attrs["idle_since"]) for p in idle)
+            quiet = min(int(by_pid[p].attrs.get("util_last_ts") or by_pid[p].attrs["last_ts"])
+                        - int(by_pid[p].attrs["idle_since"]) for p in idle)
             work = max(float(by_pid[p].attrs.get("sm_last") or 0) for p in busy)
             memory = (f"their memory frozen at {'its' if len(idle) == 1 else 'their'} peak, {span} MiB"
                       if len(frozen) == len(idle) else f"holding {span} MiB")
