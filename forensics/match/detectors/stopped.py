@@ -9,10 +9,11 @@ at all (:data:`MIN_LINES` lines), and, where the lines have times, the silence l
 :data:`MIN_SILENT_NS` at least. The workers that went on are those whose lines come after every
 stopped worker's last one, and those that report waiting (a watchdog timeout, a gloo timeout).
 
-Stopped workers must be fewer than those that went on, and something must show the job suffering
-from it: a throughput that fell and stayed down, a pipeline's queues that filled up or drained
-(:mod:`.queues`), ranks that report waiting, or workers whose memory stopped growing
-(:mod:`.stunted`). A worker that simply finished early, or a program that logs on some ranks only,
+Something must show the job suffering from it: a throughput that fell and stayed down, a pipeline's
+queues that filled up or drained (:mod:`.queues`), ranks that report waiting, or workers whose memory
+stopped growing or that sit idle (:mod:`.stunted`); and the stopped workers must be fewer than those
+that went on — unless their processes are the idle ones, or a peer that started alike (the same first
+line, numbers masked) went on while the job lost its pace. A worker that simply finished early, or a program that logs on some ranks only,
 shows none of these. The event is a ``rank-silent`` one, as for silent progress (:mod:`.odd_one_out`).
 """
 
@@ -123,17 +124,19 @@ def stopped_workers(events: Sequence[Event], boundaries: Sequence[Boundary] = ()
         stop = max(int(acts[k].attrs["seq_last"]) for k in silent)
         going = [k for k, e in acts.items() if k not in silent
                  and (int(e.attrs.get("seq_last") or 0) > stop or e.rank in waiting)]
-        idle = {pid for e in stunted for pid in e.attrs.get("stunted_pids") or []}
-        confirmed = all(acts[k].pid is not None and acts[k].pid in idle for k in silent)
-        if not going or (len(silent) >= len(going) and not confirmed):  # a minority, or their processes sit idle
-            continue
         quiet_from = max((t for k in silent if (t := acts[k].ts) is not None), default=None)
         latest = max((t for k in going if (t := acts[k].ts) is not None), default=None)
-        if quiet_from is not None and latest is not None and latest - quiet_from < MIN_SILENT_NS:
+        if not going or (quiet_from is not None and latest is not None and latest - quiet_from < MIN_SILENT_NS):
             continue
         suffering = _why_suffering(events, boundaries, stunted)
         if not suffering and not waiting & {acts[k].rank for k in going}:
             continue
+        idle = {pid for e in stunted for pid in e.attrs.get("stunted_pids") or []}
+        alike = {str(acts[k].attrs.get("first_template")) for k in going}
+        confirmed = all(acts[k].pid is not None and acts[k].pid in idle for k in silent) or (
+            bool(suffering) and all(str(acts[k].attrs.get("first_template")) in alike for k in silent))
+        if len(silent) >= len(going) and not confirmed:  # a minority; or their processes sit idle, or their
+            continue  # peers that started alike went on while the job lost its pace
         out.append(_event(silent, going, acts, suffering, quiet_from, latest))
     return out
 

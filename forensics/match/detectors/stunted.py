@@ -116,15 +116,24 @@ def idle_workers(events: Sequence[Event], corroborated: bool = False) -> list[Ev
     return out
 
 
+def _still_printing(events: Sequence[Event]) -> set[int]:
+    """Pids of workers whose own lines went on to the end (their last line among the last tenth of all labelled
+    lines, ``rank-activity``): a worker that keeps printing has not died, whatever its memory."""
+    return {e.pid for e in events if e.kind == "rank-activity" and e.pid is not None
+            and int(e.attrs.get("seq_last") or 0) >= 0.9 * (int(e.attrs.get("seq_total") or 0) - 1)}
+
+
 def stunted_workers(events: Sequence[Event]) -> list[Event]:
     out: list[Event] = []
+    printing = _still_printing(events)
     for (host, gpu), procs in _per_gpu(events).items():
         by_pid = {int(p.attrs["pid"]): p for p in procs}
         for group in _groups(procs):
             peaks = {pid: float(by_pid[pid].attrs["peak_mib"]) for pid in group}
             top = max(peaks.values())
             stunted = sorted(pid for pid, peak in peaks.items() if peak < STUNTED_RATIO * top
-                             and _busy(by_pid[pid]) is not True)  # a worker that works is not stunted
+                             and _busy(by_pid[pid]) is not True  # a worker that works is not stunted
+                             and pid not in printing)
             if not stunted:
                 continue
             grown = sorted(pid for pid in group if pid not in stunted)
