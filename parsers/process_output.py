@@ -120,6 +120,10 @@ ANOMALY_LITERALS: tuple[bytes, ...] = (b": nan", b" nan,", b" nan}", b" nan)", b
                                        *(name + sep + b"0" for name in (b"loss scale", b"loss_scale", b"Loss Scale",
                                                                        b"grad scale", b"grad_scale", b"Grad Scale")
                                          for sep in (b": ", b"=", b"': ", b'": ')))
+#: Progress series thinned apart (``_Scan._series``), and how much of a line's start names its series.
+MAX_SERIES = 8
+SERIES_CHARS = 24
+_NO_DIGITS = str.maketrans("", "", "0123456789")
 _NOTABLE_GENERIC = (b"Error", b"ERROR", b"error:", b"Traceback", b"FATAL", b"Fatal", b"Killed", b"panic")
 
 _WARNING = lazy_compile(r"^(?:(?P<path>.+?):(?P<line>\d+): )?(?P<cat>[A-Z]\w*Warning): ?(?P<msg>.*)$")
@@ -188,6 +192,9 @@ class _Scan:
         self.taken: set[int] = set()
         self.thinner = progress.Thinner(size_hint=len(doc))
         self.last_progress: tuple[int, Any] | None = None
+        #: progress series by shape (``_series``), each thinned on its own, and each one's last line
+        self.series: dict[str, progress.Thinner] = {}
+        self.series_last: dict[str, tuple[int, Any]] = {}
         self.repeats: Counter[str] = Counter()
         self.nccl_comms: set[tuple[int, str]] = set()
         self.pending_assert: dict[str, Any] | None = None
@@ -305,33 +312,51 @@ class _Scan:
                         body.pid = head.pid
             self.record(line, body, multiline=i == len(bounds) - 2)
 
+    def _series(self, t: str) -> str:
+        """Which thinned series a progress line belongs to: its start's shape, digits dropped (a pipeline's
+        monitor line and 2,048 ranks' step lines are thinned apart, so the monitor keeps its points); the
+        first shapes only (:data:`MAX_SERIES`), the rest share the file's first series."""
+        key = t[:SERIES_CHARS].translate(_NO_DIGITS)
+        if key in self.series:
+            return key
+        if not self.series:
+            self.series[key] = self.thinner
+        elif len(self.series) < MAX_SERIES:
+            self.series[key] = progress.Thinner()
+        else:
+            return next(iter(self.series))
+        return key
+
     def progress_only(self, line: Line, body: Body) -> bool:
         t = body.text.strip()
         if not any(h in t for h in _PROGRESS_HINTS):
             return False
-        seq = self.thinner.next_seq()
-        wanted = self.thinner.wanted(seq)
+        key = self._series(t)
+        thinner = self.series[key]
+        seq = thinner.next_seq()
+        wanted = thinner.wanted(seq)
         probe = _ZERO_ITERS.sub("", t) if "iterations:" in t else t
         if not wanted and not any(h in probe for h in _ANOMALY_HINTS):
-            self.last_progress = (seq, (line, body))
+            self.last_progress = self.series_last[key] = (seq, (line, body))
             return True
         attrs = progress.parse_progress(t)
         if attrs is None:
-            self.thinner.seen -= 1
+            thinner.seen -= 1
             return False
-        self._progress_event(line, body, t, attrs, seq)
+        self._progress_event(line, body, t, attrs, seq, key)
         return True
 
-    def _progress_event(self, line: Line, body: Body, t: str, attrs: dict[str, Any], seq: int) -> None:
+    def _progress_event(self, line: Line, body: Body, t: str, attrs: dict[str, Any], seq: int, key: str = "") -> None:
         anomalous = progress.is_anomalous(attrs)
         rank = attrs.pop("rank", None)
         ev = self.emit(line, "progress", t, Severity.WARNING if anomalous else Severity.INFO, body, attrs=attrs,
                        rank=rank, hold=not anomalous)
         if anomalous:
             self.last_progress = None
+            self.series_last.pop(key, None)
         else:
-            self.thinner.hold(seq, (line.offset, self.last_n, ev))
-            self.last_progress = (seq, (line.offset, self.last_n, ev))
+            self.series.get(key, self.thinner).hold(seq, (line.offset, self.last_n, ev))
+            self.last_progress = self.series_last[key] = (seq, (line.offset, self.last_n, ev))
 
     # -- records --------------------------------------------------------------------------------
     def record(self, line: Line, body: Body, multiline: bool) -> None:
@@ -831,9 +856,8 @@ class _Scan:
         text = clean(data[offset:end if end >= 0 else offset + 600].decode("utf-8", "replace"))
         return timestamp(split_body(text, self.srun).stamp, self.ctx, offset)
 
-    def finish(self) -> list[Event]:
-        self.flush_assert()
-        last = self.last_progress
+    def _close_series(self, thinner: progress.Thinner, last: tuple[int, Any] | None) -> None:
+        """A series' kept events, with its last line (parsed now when it was only held)."""
         held = self._unparsed(last[1]) if last is not None else None
         if held is not None:
             line, body = held
@@ -842,8 +866,17 @@ class _Scan:
             last = None
             if attrs is not None:
                 ev = self.emit(line, "progress", t, Severity.INFO, body, attrs=attrs, hold=True)
-                last = (self.thinner.seen, (line.offset, self.last_n, ev))
-        self.events.extend(self.thinner.kept(last))
+                last = (thinner.seen, (line.offset, self.last_n, ev))
+        self.events.extend(thinner.kept(last))
+
+    def finish(self) -> list[Event]:
+        self.flush_assert()
+        if not self.series or self.thinner not in self.series.values():  # lines the raw-bytes path thinned
+            self._close_series(self.thinner, self.last_progress)
+        for key, thinner in self.series.items():
+            last = self.last_progress if thinner is self.thinner and self.last_progress is not None \
+                and isinstance(self.last_progress[1], _Skipped) else self.series_last.get(key)
+            self._close_series(thinner, last)
         ids = worker_identity.identify(self.doc.data, self.srun) if len(self.doc.data) <= rank_activity.MAX_BYTES \
             else None
         if ids is not None and ids.at:  # a rank named inside the message or by a role ("drafter 6:")
@@ -861,8 +894,9 @@ class _Scan:
 
 
 def _with_worker(ev: Event, ids: worker_identity.Identities) -> Event:
-    """``ev`` with the rank (or launcher host / pid) its line names, when it carries none."""
-    if ev.rank is not None:
+    """``ev`` with the rank (or launcher host / pid) its line names, when it carries none (not a launcher's
+    own line about a worker: its producer read what it says)."""
+    if ev.rank is not None or (ev.kind == "torchrun" and ("local_rank" in ev.attrs or "rank" in ev.attrs)):
         return ev
     w = ids.at.get(ev.origin.offset)
     if w is None or (w.rank is None and w.host is None and w.pid is None):

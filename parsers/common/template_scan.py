@@ -77,6 +77,10 @@ LEARN_MIN = 64
 MAX_ROUNDS = 4
 #: Progress lines the sampling aims to hand over per file (the thinner keeps ~2k of them).
 SAMPLED_TARGET = 2560
+#: A sampled template's first lines, all read (its series kept whole while it is rare).
+SAMPLED_MIN = 256
+#: A template is rare when at most this small a share (1/RARE_SHARE) of a chunk's sampled lines.
+RARE_SHARE = 16
 
 
 _TOKEN = lazy_compile(rb"[A-Za-z0-9]+")
@@ -645,6 +649,7 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
     scan = _ChunkScan(templates, plan, table, limit, size)
     raw_lits = [lit for lit, _ in plan.raw]
     n_sampled = 0
+    rare: dict[int, int] = {}  # per sampled template: its lines so far
     first_no = 1  # the number of the chunk's first line
     released = 0  # pages before this offset given back
     block_counts = np.zeros(size // lineindex.BLOCK + 1, np.int64)
@@ -673,6 +678,14 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
                 every *= 2
             fixed += [sampled_only[(np.arange(len(sampled_only)) + n_sampled) % every == 0], sampled_only[-1:]]
             n_sampled += len(sampled_only)
+            # A rare template's lines are all read up to SAMPLED_MIN of them: a pipeline's monitor line is
+            # not drowned by 2,048 ranks' step lines.
+            of = gids[prep.local[sampled_only]]
+            for g, n in zip(*np.unique(of, return_counts=True), strict=True):
+                seen = rare.get(int(g), 0)
+                if seen < SAMPLED_MIN and n * RARE_SHARE <= len(sampled_only):
+                    fixed.append(sampled_only[of == g][:SAMPLED_MIN - seen])
+                rare[int(g)] = seen + int(n)
         every_fixed = _distinct(np.concatenate(fixed)) if fixed else np.zeros(0, np.int64)
         groups = np.flatnonzero(strong).tolist()
         # In rounds: up to where the templates new in this chunk have been read FULL times, then the
