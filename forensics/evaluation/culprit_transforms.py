@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = ["relabel", "scale", "shuffle_ranks", "strip_prefix"]
 
+#: Lines a launcher must have labelled for its label to be told from the text (a one-line paste is not).
+MIN_LABELLED = 3
 _TORCHRUN = lazy_compile(r"^\[(?:rank|default) ?(\d{1,5})\]:\s?")
 #: A logging header the rank goes after (an ISO or glog stamp and a level).
 _HEADER = lazy_compile(r"^(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?\s+(?:[A-Z]{4,8}\s+)?"
@@ -88,6 +90,9 @@ def _label(launcher: str, rank: int, info: FileInfo) -> tuple[str, dict[str, str
 def relabel(launcher: str) -> Callable[[str, FileInfo, Random], str | None]:
     def fn(text: str, info: FileInfo, rng: Random) -> str | None:
         lines, end = _lines(text)
+        labelled = [m.group(1) for line in lines if (m := _TORCHRUN.match(line))]
+        if len(labelled) < MIN_LABELLED or len(set(labelled)) < 2:
+            return None  # a label on a line or two, or on one worker only, names no worker of a job
         out, changed = [], False
         for line in lines:
             m = _TORCHRUN.match(line)

@@ -35,6 +35,8 @@ HARDWARE = ("xid", "gpu-lost", "nvrm", "ecc", "aer")
 _GPU_FAULT = (*HARDWARE, "gpu-info", "nvidia-smi", "dcgm")
 #: A GPU a message names by its PCI address (``GPU0000:03:00.0``, ``GPU 0000:81:00.0``, ``GPU PCI:0000:19:00``).
 _GPU_BUS = re.compile(r"\bGPU ?(?:PCI:)?((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\b")
+#: How much of an error's message makes it "the same error" on another worker (a paste may cut or join its end).
+SAME_CHARS = 100
 #: Kinds whose ``pid`` names the process at fault when they are the root's own evidence.
 _PID_FAULT = ("oom-killer", "hung-task", "xid", "torchrun", "log")
 
@@ -207,6 +209,7 @@ def from_errors(acc: Acc, root: Finding, consequences: Sequence[Finding],
     if _mismatch(acc, root):
         return
     first: Event | None = None
+    program = ("traceback", "log", "cuda-error", "c10d")  # a program's own lines (a launcher may label their node)
     own_run = [e for e in root.evidence if id(e) not in context]
     for e in own_run or root.evidence:
         if e.kind == "derived":
@@ -243,10 +246,25 @@ def from_errors(acc: Acc, root: Finding, consequences: Sequence[Finding],
             first = first or e
             if e.host:
                 acc.hosts.add(e.host)
-    own = {(e.kind, e.message) for e in root.evidence
-           if e.kind in ("traceback", "cuda-error") and _rank_of(e) is not None}
-    if own:
-        acc.c_ranks.update(r for e in events if (e.kind, e.message) in own and (r := _rank_of(e)) is not None)
+    if not acc.named and len({e.host for e in events if e.host}) > 1:  # the node a launcher labelled them with
+        nodes = {e.host for e in own_run or root.evidence if e.kind in program and e.host}
+        if len(nodes) == 1:
+            acc.hosts |= nodes
+            first = first or next((e for e in own_run or root.evidence if e.kind in program), None)
+    gpu = root.facts.get("gpu") if isinstance(root.facts, dict) else None
+    if isinstance(gpu, int) and not isinstance(gpu, bool) and not acc.c_gpus:  # "GPU 6 has a total capacity …"
+        acc.c_gpus[str(gpu)] = gpu
+        first = first or next((e for e in own_run or root.evidence if e.kind != "derived"), None)
+    own = {(e.kind, e.message[:SAME_CHARS]) for e in root.evidence if e.kind in ("traceback", "cuda-error")}
+    if own:  # the same error on other workers: by rank, else by the node or process a launcher named
+        same = [e for e in events if (e.kind, e.message[:SAME_CHARS]) in own]
+        ranks = {r for e in same if (r := _rank_of(e)) is not None}
+        acc.c_ranks |= ranks
+        if not ranks and len({e.host for e in events if e.host}) > 1:
+            acc.hosts |= {e.host for e in same if e.host}
+        if not ranks:
+            for pid in {p for e in same if (p := _pid_of(e)) is not None}:
+                acc.c_pids.setdefault(pid, "")
     process = next((e for e in own_run or root.evidence if e.kind in ("oom-killer", "hung-task") and _pid_of(e)
                     and e.attrs.get("process") and (e.kind != "oom-killer" or "rss_kb" in e.attrs
                                                     or "score" in e.attrs)), None)

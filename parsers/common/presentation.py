@@ -224,6 +224,9 @@ class Presentation:
 R = TypeVar("R", Event, MetricSample)
 
 
+_RANK_WORD = re.compile(r"(?<![\w.])(?:rank|Rank|RANK) ?(\d{1,6})\b")
+
+
 def label_fields(label: str) -> tuple[int | None, str | None]:
     """(rank, host) named by a launcher label: ``rank=``/``pid=``/``ip=`` pairs, a bare number
     (``3: ``, ``[3]``) as the rank, a pod, a host-like word or an IPv4 address before the final
@@ -233,6 +236,8 @@ def label_fields(label: str) -> tuple[int | None, str | None]:
     kv = dict(_KV.findall(label))
     rank = int(kv["rank"]) if "rank" in kv and kv["rank"].isdigit() else None
     host = kv.get("host") or kv.get("node") or kv.get("ip")
+    if rank is None and (named := _RANK_WORD.search(label)):  # "[rank 1]", "Rank 3:"
+        rank = int(named.group(1))
     if rank is None:
         m = _ONLY_NUMBER.match(label)
         if m:
@@ -345,9 +350,13 @@ def _framed(lines: Sequence[str], prefixes: Sequence[str]) -> bool:
 
 
 def _counter(prefixes: Sequence[str]) -> bool:
-    """Prefixes whose numbers only ever grow, taking several values: a step or epoch counter."""
+    """Prefixes whose numbers only ever grow, taking several values: a step or epoch counter (two values
+    apart, ``node01:`` then ``node07:``, are two writers one after the other)."""
     nums = [tuple(int(n) for n in _NUMBER.findall(p)) for p in prefixes]
-    if len(set(nums)) < 2 or not all(nums):
+    values = sorted(set(nums))
+    if len(values) < 2 or not all(nums):
+        return False
+    if len(values) == 2 and values[1][-1] - values[0][-1] > 1:
         return False
     return all(a <= b for a, b in zip(nums, nums[1:], strict=False))
 

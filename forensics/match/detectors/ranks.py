@@ -149,16 +149,16 @@ def _waits(events: Iterable[Event]) -> list[_Wait]:
     return out
 
 
-def _world(events: Sequence[Event]) -> int | None:
-    """The number of ranks, from NCCL/c10d attrs, else from the highest rank seen waiting or writing
-    its own labelled lines (``rank-activity``)."""
+def _world(events: Sequence[Event]) -> tuple[int | None, bool]:
+    """The number of ranks, from NCCL/c10d attrs (stated), else from the highest rank seen waiting or
+    writing its own labelled lines (``rank-activity``; inferred)."""
     sizes = [n for e in events for key in ("nranks", "world_size")
              if (n := _int(e.attrs.get(key))) is not None and 0 < n <= MAX_RANKS]
     if sizes:
-        return max(sizes)
+        return max(sizes), True
     ranks = [r for e in events if e.kind in ("c10d", "rank-activity") or _gloo_wait(e) is not None
              for r in counted_ranks(e)]
-    return max(ranks) + 1 if ranks else None
+    return (max(ranks) + 1 if ranks else None), False
 
 
 def _label(ranks: Iterable[int]) -> str:
@@ -232,7 +232,7 @@ def cross_rank(events: Sequence[Event]) -> list[Event]:
     by_pg: dict[str | None, list[_Wait]] = defaultdict(list)
     for w in waits:
         by_pg[w.pg if None not in pgs else None].append(w)
-    world = _world(events)
+    world, stated = _world(events)
     out: list[Event] = []
     for pg, pg_waits in by_pg.items():
         per = _first_per_rank(pg_waits)
@@ -246,7 +246,7 @@ def cross_rank(events: Sequence[Event]) -> list[Event]:
                                "groups": [{"ranks": sorted(w.rank for w in g), "seq": g[0].seq,
                                            "op_type": g[0].op, "numel_in": g[0].numel_in} for g in groups]}))
             continue
-        behind = _behind(per, world, pg is not None, writing)
+        behind = _behind(per, world, pg is not None, writing, stated)
         if behind:
             ranks, why = behind
             waiting = sorted(r for r in per if r not in ranks)
@@ -263,10 +263,11 @@ def cross_rank(events: Sequence[Event]) -> list[Event]:
 
 
 def _behind(per: dict[int, _Wait], world: int | None, pg_known: bool,
-            writing: set[int] | frozenset[int] = frozenset()) -> tuple[list[int], str] | None:
-    """The ranks that fell behind and why, or None when the reports do not single them out. One rank
-    waiting names the other only when that one's own lines are among the inputs (``writing``): its
-    output is there, and it says nothing of waiting."""
+            writing: set[int] | frozenset[int] = frozenset(), stated: bool = True) -> tuple[list[int], str] | None:
+    """The ranks that fell behind and why, or None when the reports do not single them out. Missing
+    ranks are named when the job's size is stated (NCCL's nranks); when it is only inferred from the
+    ranks seen, or one rank alone waits, only missing ranks whose own lines are among the inputs
+    (``writing``): their output is there, and it says nothing of waiting."""
     seqs = [w.seq for w in per.values() if w.seq is not None]
     target = max(seqs) if seqs else None
     if target is not None:
@@ -284,7 +285,7 @@ def _behind(per: dict[int, _Wait], world: int | None, pg_known: bool,
     if world - len(per) > max(1, world // 4):  # too many absent to name (and never a huge range)
         return None
     absent = sorted(set(range(world)) - set(per))
-    if len(per) < 2 and not set(absent) <= writing:
+    if (len(per) < 2 or not stated) and not set(absent) <= writing:
         return None
     if absent and len(absent) <= max(1, world // 4):
         if not seqs:  # gloo and other waits without a SeqNum

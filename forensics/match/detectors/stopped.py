@@ -13,8 +13,9 @@ Something must show the job suffering from it: a throughput that fell and stayed
 queues that filled up or drained (:mod:`.queues`), ranks that report waiting, or workers whose memory
 stopped growing or that sit idle (:mod:`.stunted`); and the stopped workers must be fewer than those
 that went on — unless their processes are the idle ones, or a peer that started alike (the same first
-line, numbers masked) went on while the job lost its pace. A worker that simply finished early, or a program that logs on some ranks only,
-shows none of these. The event is a ``rank-silent`` one, as for silent progress (:mod:`.odd_one_out`).
+line, numbers masked) went on while the job lost its pace. A worker that simply finished early, or a
+program that logs on some ranks only, shows none of these. The event is a ``rank-silent`` one, as for
+silent progress (:mod:`.odd_one_out`).
 """
 
 from __future__ import annotations
