@@ -266,7 +266,9 @@ exit status:
   2  bad usage, or the inputs could not be analyzed
 """
 EPILOG_EVAL = """\
-Each case is a folder with case.toml (the primary signature wanted) and its logs.
+Each case is a folder with case.toml (the primary signature wanted, optionally a [culprit] table:
+ranks, gpus, hosts, pids) and its logs. forensics eval tests/corpus --transforms culprit rewrites each
+case into the shapes workers come in and reports root and culprit invariance per transform.
 
 exit status:
   0  every case was analyzed (the scores are printed; a miss is not an error)
@@ -339,8 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_fleet(sub)
 
     ev = sub.add_parser("eval", help="score the analyzer on a folder of labelled cases",
-                        description="Score the analyzer on a folder of labelled cases: top-1/top-3 accuracy "
-                                    "and false alarms.", epilog=EPILOG_EVAL, formatter_class=fmt)
+                        description="Score the analyzer on a folder of labelled cases: top-1/top-3 accuracy, "
+                                    "false alarms, and the culprit score over cases with a [culprit] table.",
+                        epilog=EPILOG_EVAL, formatter_class=fmt)
     ev.add_argument("corpus", nargs="+", metavar="CORPUS_DIR",
                     help="folder of case folders, each with case.toml and its logs (e.g. tests/corpus); "
                          "with --transforms also bundles and loose logs")
@@ -350,8 +353,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="one line per case: ok/MISS, wanted and found signature, confidence")
     ev.add_argument("--transforms", nargs="?", const="", metavar="NAMES",
                     help="instead of scoring, rewrite each case's text (launcher prefixes, line numbers, quoting, "
-                         "CRLF, wrapping, excerpts, chatter, locales, gzip; comma-separated names, all by default) "
-                         "and report how often the root cause stays the same; cases, bundles and loose logs")
+                         "CRLF, wrapping, excerpts, chatter, locales, gzip; 'culprit': one paste, ranks only in the "
+                         "message, other launchers' labels, shuffled and scaled ranks; comma-separated names, all "
+                         "by default) and report how often the root cause and the culprit stay the same; cases, "
+                         "bundles and loose logs")
     ev.set_defaults(func=cmd_eval)
 
     lint = sub.add_parser("lint-signatures", help="check signature files and report errors with file:line",
