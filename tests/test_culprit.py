@@ -134,3 +134,21 @@ def test_a_fingerprint_mismatch_names_the_odd_rank() -> None:
     folder = cases / "simpletuner2712-circuit-breaker-collective-mismatch"
     b = analyze([str(p) for p in folder.iterdir() if p.name != "case.toml"]).verdict.blame
     assert b is not None and b.culprit_ranks == [7] and b.victim_ranks == [4]
+
+
+def test_culprit_invariance_bar() -> None:
+    """The issue's bar for the culprit: the incidents (tests/data/culprit/cases) name the same culprit in every
+    shape — one paste, the rank only in the message, other launchers' labels, shuffled ranks, 64 ranks (512 and
+    2048 too with FORENSICS_FULL_INVARIANCE=1: minutes on a small machine)."""
+    import os
+
+    from forensics.evaluation import transforms
+    from forensics.evaluation.invariance import find_targets, invariance
+
+    names = [n for n in transforms.CULPRIT_TRANSFORMS
+             if os.environ.get("FORENSICS_FULL_INVARIANCE") == "1" or n not in ("scale-512", "scale-2048")]
+    report = invariance([], names, targets=find_targets(DATA / "cases"))
+    for name in names:
+        k, m = report.culprit_rate(name)
+        assert m and k / m >= 0.98, (name, k, m, [(o.target, o.culprit_want, o.culprit_got)
+                                                  for o in report.changed if o.transform == name])

@@ -361,6 +361,15 @@ def _counter(prefixes: Sequence[str]) -> bool:
     return all(a <= b for a, b in zip(nums, nums[1:], strict=False))
 
 
+def _few_writers(prefixes: Sequence[str]) -> bool:
+    """Few values (a quarter of the lines at most), or each seen again (one label per rank of a job that
+    printed a couple of lines per rank: ``node03:`` on its init line and on its timeout)."""
+    counts = Counter(p.strip() for p in prefixes)
+    if len(counts) <= max(4, len(prefixes) // 4):
+        return True
+    return sum(1 for n in counts.values() if n >= 2) >= 0.8 * len(counts)
+
+
 def _structure(prefix: str) -> bool:
     """A quoted key or a bracket left open (``{"record_id":``): data structure, not a label."""
     return '"' in prefix or any(prefix.count(a) != prefix.count(b) for a, b in ("[]", "()", "{}"))
@@ -438,7 +447,7 @@ def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
             continue  # a column of numbers (a table), not a label: a label ends in ':', '|' or a bracket
         elif _counter(prefixes):
             continue  # Epoch[60], Epoch[61] …: a counter the records carry, not the writer's label
-        elif not _DATE_TIME.search(prefixes[0]) and len(set(p.strip() for p in prefixes)) <= max(4, len(prefixes) // 4):
+        elif not _DATE_TIME.search(prefixes[0]) and _few_writers(prefixes):
             if all(_FIELD_NAME.match(p) for p in prefixes):
                 continue  # the record's own field names, not a writer's label
             kind = "label"
