@@ -64,9 +64,10 @@ class InvarianceReport:
         rows = [o for o in self.outcomes if name is None or o.transform == name]
         return sum(o.got == o.baseline for o in rows), len(rows)
 
-    def culprit_rate(self, name: str | None = None) -> tuple[int, int]:
-        """Transformed targets that name the untransformed culprit (no culprit, where there was none)."""
-        rows = [o for o in self.outcomes if name is None or o.transform == name]
+    def culprit_rate(self, name: str | None = None, named: bool = False) -> tuple[int, int]:
+        """Transformed targets that name the untransformed culprit (any, where there was none); ``named``:
+        only the targets whose untransformed verdict named one."""
+        rows = [o for o in self.outcomes if (name is None or o.transform == name) and (o.culprit_want or not named)]
         return sum(o.culprit_same for o in rows), len(rows)
 
     @property
@@ -293,9 +294,9 @@ def print_invariance(report: InvarianceReport, names: Sequence[str], verbose: bo
             w(f"CHANGED {o.transform:<17} {o.target:<52} {what}{blamed}\n")
         w("\n")
     w("invariance (same root cause / same culprit as untransformed):\n")
-    for name in names:
-        w(f"  {name:<17} {_pct(report.rate(name)):<18} culprit {_pct(report.culprit_rate(name))}\n")
-    w(f"  {'overall':<17} {_pct(report.rate()):<18} culprit {_pct(report.culprit_rate())}\n")
+    for name in [*names, None]:
+        w(f"  {name or 'overall':<17} {_pct(report.rate(name)):<18} culprit {_pct(report.culprit_rate(name)):<18} "
+          f"where one was named {_pct(report.culprit_rate(name, named=True))}\n")
 
 
 def run_invariance(roots: Sequence[Path], names: Sequence[str] | None, signature_dirs: Sequence[Path] = (),
