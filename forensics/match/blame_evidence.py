@@ -279,8 +279,9 @@ def from_errors(acc: Acc, root: Finding, consequences: Sequence[Finding],
             if acc.v_ranks - acc.c_ranks:
                 text += f"; the launcher then terminated {nums('rank', acc.v_ranks - acc.c_ranks)}"
             acc.add_why(text, root.signature)
-        elif oom_sentence(root.facts):
-            acc.add_why(oom_sentence(root.facts), root.signature)
+        elif oom_sentence(root.facts):  # the sizes; the phase is the summary's to say
+            acc.add_why(oom_sentence({k: v for k, v in root.facts.items() if k not in ("phase", "first")}),
+                        root.signature)
         else:
             acc.add_why(f"{root.signature}: {' '.join(first.message.split())[:140]}", root.signature)
     for f in consequences:  # the ranks the consequences show waiting (not those that failed on their own)

@@ -19,12 +19,11 @@ detected as anything else (a journal, syslog, a bug report, JSON) is read as bef
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 from forensics.parsers.common.base import ParseContext, Parser
 from forensics.parsers.common.guard import Parsed, parse_guarded
 
-from forensics.ingest.textdoc import TextDocument
+from forensics.ingest.textdoc import Data, TextDocument
 from forensics.lazy_re import lazy_compile
 
 __all__ = ["KERNEL_KINDS", "STREAM_KINDS", "kernel_lines", "parse_paste"]
@@ -46,7 +45,7 @@ _WORDS = (rb"(?:NVRM: |nvidia-\w+ |nvidia \d{4}:|pcieport \d{4}:|pci \d{4}:|Out 
 _KERNEL = lazy_compile(rb"^[ \t]*(?:" + _STAMP + rb"|" + _WORDS + rb")", re.M)
 
 
-def kernel_lines(data: bytes) -> list[tuple[int, int]]:
+def kernel_lines(data: Data) -> list[tuple[int, int]]:
     """(start, end) of every kernel line of ``data`` (see the module docstring)."""
     out = []
     for m in _KERNEL.finditer(data):
@@ -55,33 +54,35 @@ def kernel_lines(data: bytes) -> list[tuple[int, int]]:
     return out
 
 
-def _other_lines(data: bytes, kernel: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
-    """(start, end) of the non-blank lines that are not kernel lines."""
-    starts = {s for s, _ in kernel}
-    pos = 0
-    while pos < len(data):
-        end = data.find(b"\n", pos)
-        end = len(data) if end < 0 else end
-        if pos not in starts and data[pos:end].strip():
-            yield pos, end
-        pos = end + 1
+#: Every byte but a newline becomes a space: a document of blank lines with the same line breaks.
+_BLANK = bytes(10 if b == 10 else 32 for b in range(256))
+
+
+def _only(data: Data, spans: list[tuple[int, int]]) -> bytes:
+    """``data`` with every byte outside ``spans`` blanked (newlines kept: offsets and line numbers stay)."""
+    out = bytearray(data[:].translate(_BLANK))
+    for start, end in spans:
+        out[start:end] = data[start:end]
+    return bytes(out)
 
 
 def _split(doc: TextDocument, parser: Parser, ctx: ParseContext) -> list[tuple[Parser, TextDocument]] | None:
-    if ctx.detect is None or len(doc) > MAX_BYTES or doc.mapped:
+    if ctx.detect is None or len(doc) > MAX_BYTES:
         return None
     if parser.name not in STREAM_KINDS and parser.name not in KERNEL_KINDS:
         return None
-    data = bytes(doc.data)
+    data = doc.data if isinstance(doc.data, bytes) else doc.data[:]  # (a mapped file: at most MAX_BYTES copied)
     kernel = kernel_lines(data)
     if not kernel:
         return None
-    other = list(_other_lines(data, kernel))
-    if parser.name in KERNEL_KINDS and len(other) < 2:  # a kernel log with a stray line stays one
+    lines = data.count(b"\n") + (0 if data[-1:] == b"\n" else 1)
+    other = lines - len(kernel) - data.count(b"\n\n") - (1 if data[:1] == b"\n" else 0)  # (blank lines left out)
+    if other < (2 if parser.name in KERNEL_KINDS else 1):  # a kernel log with a stray line stays one
         return None
-    if not other:
+    kernel_doc = TextDocument(_only(data, kernel), doc.path, doc.encoding)
+    other_doc = doc.without(kernel)
+    if not other_doc.head():
         return None
-    kernel_doc, other_doc = doc.without(other), doc.without(kernel)
     kparser, _ = ctx.detect(kernel_doc.head(), ())
     oparser = parser if parser.name in STREAM_KINDS else ctx.detect(other_doc.head(), tuple(KERNEL_KINDS))[0]
     if kparser.name in STREAM_KINDS or oparser.name in KERNEL_KINDS:  # the lines do not read as two sources
