@@ -38,7 +38,7 @@ _GPU_BUS = re.compile(r"\bGPU ?(?:PCI:)?((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0
 #: How much of an error's message makes it "the same error" on another worker (a paste may cut or join its end).
 SAME_CHARS = 100
 #: Kinds whose ``pid`` names the process at fault when they are the root's own evidence.
-_PID_FAULT = ("oom-killer", "hung-task", "xid", "torchrun", "log")
+_PID_FAULT = ("oom-killer", "hung-task", "xid", "torchrun", "log", "warning")
 
 
 def nums(kind: str, items: Iterable[int], limit: int = 0, also: str = "") -> str:
@@ -236,7 +236,7 @@ def from_errors(acc: Acc, root: Finding, consequences: Sequence[Finding],
             acc.c_ranks.add(r)
             hit = True
         pid = _pid_of(e)
-        if pid is not None and e.kind in _PID_FAULT and (e.kind != "log" or e.attrs.get("signal")):
+        if pid is not None and e.kind in _PID_FAULT:  # the process that printed or died of the error
             acc.c_pids.setdefault(pid, str(e.attrs.get("process") or ""))
             hit = True
         elif e.kind == "kernel" and (task := _TASK.search(e.message)):  # a hung task's own stack header
