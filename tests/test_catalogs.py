@@ -117,7 +117,7 @@ def _hits(*texts: str) -> dict[int, str]:
 
     index = LiteralIndex(list(texts), keys())
     candidates = {k.lower(): index.positions((k,)) for k in keys()}
-    return {p: h.message.id for p, h in match_texts(list(texts), candidates).items()}
+    return {p: hits[0].message.id for p, hits in match_texts(list(texts), candidates).items()}
 
 
 def test_a_producer_line_is_found_with_its_values_and_prefix() -> None:
@@ -137,6 +137,14 @@ def test_a_short_message_counts_only_beside_its_producers_marker() -> None:
 def test_the_most_specific_wording_wins() -> None:
     found = _hits("RuntimeError: CUDA error: an illegal memory access was encountered")
     assert found[0] == "cuda.runtime.illegal-address"
+
+
+def test_a_wrapped_cause_decides_over_its_wrapper() -> None:
+    """PyTorch's cudaGetDeviceCount() wrapper holds CUDA's own error: the wrapped one names what failed."""
+    found = _hits("RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions "
+                  "before calling NumCudaDevices() that might have already set an error? Error 802: system not "
+                  "yet initialized")
+    assert found[0] == "cuda.runtime.system-not-ready"
 
 
 def test_the_key_literals_make_a_chatty_logs_lines_into_events() -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MARKED_BELOW", "MIN_FIXED", "fixed_chars", "fragments", "holds_in_order", "key_literal", "match_line",
-           "pieces"]
+__all__ = ["MARKED_BELOW", "MIN_FIXED", "find_in_order", "fixed_chars", "fragments", "holds_in_order",
+           "key_literal", "match_line", "pieces"]
 
 #: Fixed characters a text needs before it is matched at all.
 MIN_FIXED = 12
@@ -62,14 +62,21 @@ def pieces(text: str) -> tuple[str, ...]:
     return tuple(_pieces(match_line(text)))
 
 
-def holds_in_order(parts: tuple[str, ...], line: str) -> bool:
-    """Whether ``parts`` occur in ``line`` in this order, without overlapping. Taking each at its first
-    place after the previous one is enough (a later place never helps the ones after it), so this is
-    linear in the line: no regular expression, nothing to backtrack."""
+def find_in_order(parts: tuple[str, ...], line: str) -> tuple[int, int] | None:
+    """Where ``parts`` occur in ``line`` in this order, without overlapping: (start of the first, end of the
+    last), or ``None``. Taking each at its first place after the previous one is enough (a later place
+    never helps the ones after it), so this is linear in the line: no regular expression, no backtracking."""
     pos = 0
+    start = -1
     for part in parts:
         at = line.find(part, pos)
         if at < 0:
-            return False
+            return None
+        if start < 0:
+            start = at
         pos = at + len(part)
-    return True
+    return (max(start, 0), pos)
+
+
+def holds_in_order(parts: tuple[str, ...], line: str) -> bool:
+    return find_in_order(parts, line) is not None

@@ -101,6 +101,8 @@ def _driver_item(e: Event) -> _Item | None:
         return _Item(e, f"Windows stopped with bugcheck {code} and rebooted (Kernel-Power 41)", "os")
     if e.kind == "kernel" and e.attrs.get("crash"):
         return _Item(e, "the kernel crashed (oops / panic)", "os")
+    if e.kind == "kernel" and e.attrs.get("segfault") and (lib := _GPU_LIBRARY.search(e.message)):
+        return _Item(e, f"a process crashed inside the NVIDIA driver's library {lib.group(0)}", "driver")
     return None
 
 
@@ -155,14 +157,15 @@ def _catalog_item(e: Event, hit: Hit) -> _Item:
     return _Item(e, f"{hit.catalog.title} reports \"{e.message[:160]}\" ({hit.message.id})", "catalog", hit)
 
 
-def failure_evidence(events: Sequence[Event], catalog_hits: Mapping[int, Hit] | None = None) -> list[_Item]:
+def failure_evidence(events: Sequence[Event],
+                     catalog_hits: Mapping[int, Sequence[Hit]] | None = None) -> list[_Item]:
     """Every event that shows a failure (see the module docstring), most decisive first. An event whose
     line is a producer's catalogued error (``catalog_hits``: position -> hit) counts as that error."""
     hits = catalog_hits or {}
     items = []
     for i, e in enumerate(events):
-        hit = hits.get(i)
-        it = _catalog_item(e, hit) if hit is not None and hit.severity == "error" else _item(e)
+        hit = next((h for h in hits.get(i, ()) if h.severity == "error"), None)
+        it = _catalog_item(e, hit) if hit is not None else _item(e)
         if it is not None:
             items.append(it)
     return sorted(items, key=lambda it: _ORDER.index(it.group))
@@ -173,7 +176,8 @@ def _catalog_title(hit: Hit) -> str:
     return f"{what[:1].upper()}{what[1:]}, not one this tool knows by name"
 
 
-def unrecognized(events: Sequence[Event], catalog_hits: Mapping[int, Hit] | None = None) -> Finding | None:
+def unrecognized(events: Sequence[Event],
+                 catalog_hits: Mapping[int, Sequence[Hit]] | None = None) -> Finding | None:
     """The ``unrecognized-failure`` finding, or ``None`` when nothing in ``events`` shows a failure."""
     items = failure_evidence(events, catalog_hits)
     if not items:
