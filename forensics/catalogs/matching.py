@@ -2,12 +2,14 @@
 
 Each matchable message is looked for by its longest fixed piece (one multi-literal pass over all events,
 :class:`~forensics.match.literal_index.LiteralIndex`'s engine); an event that holds it is checked line by
-line for all the message's pieces in order (:func:`~forensics.catalogs.text.holds_in_order`). A short message
+line for all the message's pieces in order (:func:`~forensics.catalogs.text.find_in_order`). A short message
 (fewer than :data:`~forensics.catalogs.text.MARKED_BELOW` fixed characters) counts only on a line that also
-holds one of its catalogue's markers. Of several messages on one event, the one with the most fixed
-characters wins (the most specific wording); on a tie an error beats a warning.
+holds one of its catalogue's markers, unless it holds a programmer's name (``CUDA_ERROR_…``).
 
-One line may hold two producers' messages, one wrapped in the other (PyTorch's "Unexpected error from
+Of one producer's messages on a line only the most specific (most fixed characters) is kept: NCCL's
+"Call to {} failed" is the start of both its InfiniBand wrapper's message and its system-call check's
+"Call to {} failed: {}", and only the longer one says which it was. One line may also hold two producers'
+messages, one wrapped in the other (PyTorch's "Unexpected error from
 cudaGetDeviceCount() … Error 802: system not yet initialized" holds CUDA's). An event keeps every message it
 holds; the first, the one that decides, is one that names a signature, else the one of the producer lowest
 in the stack (:data:`STACK`: the driver under CUDA under NCCL under PyTorch under the frameworks and the
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from forensics.catalogs.model import Catalog, Message, MessageClass, all_classes, shipped
-from forensics.catalogs.text import MARKED_BELOW, find_in_order
+from forensics.catalogs.text import find_in_order
 
 __all__ = ["MAX_TEXT", "STACK", "Hit", "keys", "match_texts", "notable_literals"]
 
@@ -56,7 +58,7 @@ def notable_literals(severities: tuple[str, ...] = ("error",),
     """The key literals of the matchable messages of these severities: a line holding one is worth an event."""
     seen: dict[str, None] = {}
     for cat in shipped() if catalogs is None else catalogs:
-        for m in cat.messages:
+        for m in (*cat.messages, *cat.alternates):
             if m.severity in severities and m.matchable and m.key:
                 seen.setdefault(m.key, None)
     return tuple(seen)
@@ -65,7 +67,7 @@ def notable_literals(severities: tuple[str, ...] = ("error",),
 def _by_key(catalogs: Sequence[Catalog]) -> dict[str, list[tuple[Message, Catalog]]]:
     keys: dict[str, list[tuple[Message, Catalog]]] = defaultdict(list)
     for cat in catalogs:
-        for m in cat.messages:
+        for m in (*cat.messages, *cat.alternates):
             if m.matchable and m.key and m.severity != "info":
                 keys[m.key].append((m, cat))
     return keys
@@ -93,7 +95,7 @@ def _holds(m: Message, cat: Catalog, text: str) -> bool:
         line_end = text.find("\n", start)
         line = text[line_start:line_end if line_end >= 0 else len(text)]
         span = find_in_order(m.pieces, line)
-        if span is not None and (m.fixed >= MARKED_BELOW or any(marker in line for marker in cat.markers)):
+        if span is not None and (m.distinctive or any(marker in line for marker in cat.markers)):
             return True
         if line_end < 0:
             return False
@@ -119,11 +121,15 @@ def match_texts(texts: Sequence[str], candidates: dict[str, list[int]],
         for pos in positions:
             text = texts[pos][:MAX_TEXT]
             for m, cat in entries:
-                if _holds(m, cat, text):
+                if _holds(m, cat, text) and (m.id not in found[pos] or found[pos][m.id][1].fixed < m.fixed):
                     found[pos][m.id] = (_preference(m), m, cat)
     classes = all_classes()
     out: dict[int, tuple[Hit, ...]] = {}
     for pos, by_id in found.items():
-        ranked = sorted(by_id.values(), key=lambda t: t[0], reverse=True)
+        longest: dict[str, int] = {}
+        for _, m, _cat in by_id.values():
+            longest[m.producer] = max(longest.get(m.producer, 0), m.fixed)
+        kept = [t for t in by_id.values() if t[1].fixed == longest[t[1].producer]]
+        ranked = sorted(kept, key=lambda t: t[0], reverse=True)
         out[pos] = tuple(Hit(m, classes.get(m.class_id or ""), cat) for _, m, cat in ranked)
     return out
