@@ -194,3 +194,19 @@ def test_the_probes_of_each_producer_are_called_failures(producer: str, signatur
     for o in outcomes:
         if o.message in KNOWN:
             assert o.got == KNOWN[o.message], o
+
+
+def test_the_nccl_ras_report_of_ranks_at_different_operation_counts_is_a_desync(tmp_path: Path) -> None:
+    """NCCL's RAS client (ncclras) asks every rank how far it got; ranks that launched different numbers of
+    a collective took different code paths. Written here from the client's own formats (src/ras/
+    client_support.cc at the pinned commit) with made-up values: no real report of this shape was reached."""
+    from forensics.analysis import Options, analyze
+
+    report = tmp_path / "ncclras.txt"
+    report.write_text(
+        "#0-0 (7a2b91c04d1e5f3a) MISMATCH\n"
+        "  Communicator ranks have different AllGather operation counts\n"
+        "  15 ranks have launched up to operation 641\n"
+        "  Rank 9 has launched up to operation 640 -- GPU 1 managed by process 48213 on node gpu-node-2\n")
+    verdict = analyze([str(report)], Options()).verdict
+    assert verdict.root_cause is not None and verdict.root_cause.signature == "nccl-desync"
