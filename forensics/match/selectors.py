@@ -139,8 +139,8 @@ class EventIndex:
 
 _EVENT_FIELDS = frozenset({"host", "gpu", "rank", "pid", "kind", "source", "severity"})
 #: Events whose text is the tool's own words or a manifest, not a producer's line: never read for catalogues.
-_NOT_PRODUCER_TEXT = frozenset({"recording", "derived", "progress", "exit", "gpu-info", "pci-tree", "pcie-path",
-                                "rank-activity", "gpu-process"})
+_NOT_PRODUCER_TEXT = frozenset({"recording", "recorder", "derived", "progress", "exit", "gpu-info", "pci-tree",
+                                "pcie-path", "rank-activity", "gpu-process"})
 #: The recorder's own records: a bundle's manifest (its message quotes the child's command line, which
 #: may hold any words). Never an anchor; other evidence sees them only when its ``kinds`` names them.
 RECORDER_OWN_KINDS = frozenset({"recording"})
