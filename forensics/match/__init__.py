@@ -27,6 +27,7 @@ from forensics.match.detectors import run_detectors
 from forensics.match.detectors.runs import BOUNDARY_LITERALS
 from forensics.match.loader import load_signatures as _load
 from forensics.match.matcher import match_signature
+from forensics.match.oom_check import rule_out_oom_killer
 from forensics.match.schema import Signature
 from forensics.match.selectors import EventIndex
 from forensics.match.unrecognized import unrecognized, verdict_for
@@ -106,6 +107,7 @@ def diagnose(timeline: Timeline, signatures: Sequence[Signature]) -> tuple[list[
     verdict.warnings = warnings + index.warnings
     _add_xid_context(verdict, index.events)
     refine_cross_gpu(verdict, index.events, timeline.metrics)  # a P2P fault on a chipset-attached GPU
+    rule_out_oom_killer(verdict, index.events, findings)  # a SIGKILL: what the kernel log says of the OOM killer
     return findings, verdict
 
 

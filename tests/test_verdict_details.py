@@ -1,0 +1,181 @@
+"""Details of the verdict a new user found wrong (issue 20): a precursor is not a consequence, lists in
+time order, remedies that fit the machine, a gloo timeout worded as gloo's, and a SIGKILL verdict that
+says what the kernel log holds about the OOM killer.
+
+Each rule is tested on a real sample where one exists; a reconstruction says so where it is used."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from forensics.analysis import analyze, bundle_facts, to_json_dict
+from forensics.postmortem.markdown import render_markdown
+from forensics.postmortem.model import build_report
+from forensics.text_report import render_text
+
+# ruff: noqa: E501  (the real dmesg below is quoted as posted)
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT / "samples" / "recorded"
+CORPUS = ROOT / "tests" / "corpus" / "cases"
+DEV = ROOT / "tests" / "realcases" / "dev" / "cases"
+DEV2 = ROOT / "tests" / "realcases2" / "dev" / "cases"
+MACHINE = ROOT / "tests" / "data" / "report1-machine"
+
+#: The dmesg of https://github.com/wilicc/gpu-burn/issues/1 as the reporter posted it (a Tesla card, uptime
+#: stamps only): a corrected AER, then `Uncorrected (Fatal)` with `Surprise Down` on the GPU's root port,
+#: then 0.1 s later Xid 79.
+GPU_BURN_DMESG = """\
+[74785.660366] pcieport 0000:00:02.0: AER: Corrected error received: id=0010
+[74785.660380] pcieport 0000:00:02.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, id=0010(Transmitter ID)
+[74785.660496] pcieport 0000:00:02.0:   device [8086:6f04] error status/mask=00001000/00002000
+[74785.660559] pcieport 0000:00:02.0:    [12] Replay Timer Timeout
+[74889.542031] pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: id=0010
+[74889.542044] pcieport 0000:00:02.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, id=0010(Receiver ID)
+[74889.542125] pcieport 0000:00:02.0:   device [8086:6f04] error status/mask=00000020/00000000
+[74889.542184] pcieport 0000:00:02.0:    [ 5] Surprise Down Error    (First)
+[74889.542234] pcieport 0000:00:02.0: broadcast error_detected message
+[74889.542239] nvidia 0000:02:00.0: device has no AER-aware driver
+[74889.644112] NVRM: GPU at PCI:0000:02:00: GPU-660d987e-5b28-3bf6-2a2d-1d5ecae7f6df
+[74889.644132] NVRM: GPU Board Serial Number: 0322716036227
+[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.
+"""
+
+
+def _case(folder: Path) -> list[str]:
+    return sorted(str(p) for p in folder.iterdir() if p.name != "case.toml")
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+# -- a precursor is not a consequence ---------------------------------------------------------------------------
+
+
+def test_an_aer_error_before_xid_79_is_its_cause_and_shown_first(tmp_path: Path) -> None:
+    a = analyze([_write(tmp_path, "dmesg.txt", GPU_BURN_DMESG)])
+    v = a.verdict
+    assert v.root_cause_id == "pcie-aer"  # before issue 20: xid-79-fallen-off-bus, with pcie-aer "what followed"
+    assert [f.signature for f in v.consequences] == ["xid-79-fallen-off-bus"]
+    assert v.summary.startswith("PCIe link errors on the GPU's slot") and "Then: xid-79-fallen-off-bus." in v.summary
+    assert v.root_cause is not None and "Surprise Down" in v.root_cause.evidence[0].message + \
+        " ".join(e.message for e in v.root_cause.evidence[:3])
+    text = render_text(a)
+    assert text.index("ROOT CAUSE: PCIe link errors") < text.index("- xid-79-fallen-off-bus: GPU fell off")
+
+
+def test_one_second_before_on_the_wall_clock_too(tmp_path: Path) -> None:
+    """A reconstruction: the gpu-burn lines as a syslog would stamp them (wall clock, whole seconds), the
+    fatal AER one second before the Xid, as the issue describes it."""
+    lines = [line.split("] ", 1)[1] for line in GPU_BURN_DMESG.splitlines()[4:]]
+    stamped = [f"Mar  3 10:15:{'41' if 'NVRM' in line else '40'} node7 kernel: {line}" for line in lines]
+    v = analyze([_write(tmp_path, "syslog", "\n".join(stamped) + "\n")]).verdict
+    assert v.root_cause_id == "pcie-aer"
+    assert [f.signature for f in v.consequences] == ["xid-79-fallen-off-bus"]
+    assert v.consequences[0].note == "follows pcie-aer 1 s later"
+
+
+def test_an_aer_error_after_xid_79_stays_its_consequence(tmp_path: Path) -> None:
+    """A reconstruction: the same records with the fatal AER report printed after the Xid 79 (the port
+    noticing the link is gone once the GPU has dropped)."""
+    lines = GPU_BURN_DMESG.splitlines()
+    aer, rest = lines[4:10], lines[10:]
+    moved = [f"[74890.{i:06d}] {line.split('] ', 1)[1]}" for i, line in enumerate(aer)]
+    v = analyze([_write(tmp_path, "dmesg.txt", "\n".join(lines[:4] + rest + moved) + "\n")]).verdict
+    assert v.root_cause_id == "xid-79-fallen-off-bus"
+    assert [f.signature for f in v.consequences] == ["pcie-aer"]
+
+
+def test_a_real_xid_79_without_a_precursor_keeps_its_verdict() -> None:
+    for folder in (CORPUS / "nvsentinel155-fallen-off-multiline",
+                   DEV2 / "ogkm1010-5070ti-xid79-journal-localized-month"):
+        v = analyze(_case(folder)).verdict
+        assert v.root_cause_id == "xid-79-fallen-off-bus", folder.name
+
+
+# -- time order -------------------------------------------------------------------------------------------------
+
+_TIMED_SAMPLES = ["silent-stall-2gpu", "drafter-pipeline-margin", "worker-killed", "collective-desync-2gpu",
+                  "device-assert-h200", "oom-optimizer-step", "memory-margin"]
+
+
+def _in_order(stamps: list[str | None]) -> bool:
+    known = [s for s in stamps if s]
+    return known == sorted(known)
+
+
+@pytest.mark.parametrize("sample", _TIMED_SAMPLES)
+def test_every_list_of_events_is_in_time_order(sample: str) -> None:
+    """JSON evidence, the consequence chain and the contributing list, the Markdown tables and the chart
+    legend: each in time order (the culprit's own lines used to be moved to the front)."""
+    paths = [str(RECORDED / sample / "bundle")]
+    a = analyze(paths)
+    data = to_json_dict(a)
+    for f in data["findings"]:
+        assert _in_order([e["ts"] for e in f["evidence"]]), (f["signature"], [e["ts"] for e in f["evidence"]])
+    by_id = {f["signature"]: f for f in data["findings"]}
+    for key in ("consequences", "contributing"):
+        assert _in_order([by_id[s]["first_seen"] for s in data["verdict"][key]]), key
+    if a.verdict.consequences:
+        chain = a.verdict.summary.split(" Then: ", 1)[1].split(".", 1)[0].split(" → ")
+        assert chain == data["verdict"]["consequences"]
+    md = render_markdown(a, build_report(a, bundle_facts(paths)))
+    rows = re.findall(r"^\| (\d{4}-\d\d-\d\d [\d:.]+Z) \|", md, flags=re.M)
+    evidence = md.split("### Evidence", 1)[1].split("###", 1)[0] if "### Evidence" in md else ""
+    assert _in_order(re.findall(r"^\| (\d{4}-\d\d-\d\d [\d:.]+Z) \|", evidence, flags=re.M))
+    assert rows or not evidence
+    legend = re.findall(r"^  [A-Z] = \S+ at (\S+ \S+)$", md, flags=re.M)
+    assert _in_order(legend), legend
+
+
+def test_the_culprits_lines_are_evidence_in_time_order_not_moved_first() -> None:
+    """silent-stall-2gpu (real, H200): the GPU odd-one-out reading (17:39:51) came before the GPU idle reading
+    (17:37:45) because it singled out the culprit; now the list reads in time order."""
+    v = analyze([str(RECORDED / "silent-stall-2gpu" / "bundle")]).verdict
+    assert v.root_cause is not None and v.blame is not None and "rank 1" in v.blame.culprits
+    detectors = [e.attrs.get("detector") for e in v.root_cause.evidence]
+    assert detectors.index("gpu-idle-while-peers-busy") < detectors.index("gpu-odd-one-out")
+    stamps = [e.ts for e in v.root_cause.evidence if e.ts is not None]
+    assert stamps == sorted(stamps)
+
+
+# -- a SIGKILL verdict reads the kernel log for the OOM killer --------------------------------------------------
+
+
+def test_a_sigkill_verdict_says_what_the_bundles_kernel_log_holds() -> None:
+    """worker-killed (real, recorded on an H200 with the kernel log followed live): no OOM-killer line."""
+    a = analyze([str(RECORDED / "worker-killed" / "bundle")])
+    v = a.verdict
+    assert v.root_cause_id == "worker-killed-signal"
+    why = dict(v.ruled_out)["host-oom-killer"]
+    assert why.startswith("no OOM-killer line") and "worker-killed/bundle/kmsg.log (371 kernel records)" in why
+    assert "recorded live from 2026-11-29 17:36:55Z to 2026-11-29 17:37:06Z, through the kill at " \
+           "2026-11-29 17:37:05Z" in why
+    assert "    - host-oom-killer: no OOM-killer line" in render_text(a)
+    assert {"signature": "host-oom-killer", "why": why} in to_json_dict(a)["verdict"]["ruled_out"]
+
+
+def test_an_oom_kill_in_the_kernel_log_is_the_cause_not_ruled_out() -> None:
+    """deepseekvl2 #90 (real): the kernel log holds the OOM killer's lines, so nothing is ruled out."""
+    v = analyze(_case(CORPUS / "deepseekvl2-90-host-oom-killer")).verdict
+    assert v.root_cause_id == "host-oom-killer"
+    assert "host-oom-killer" not in dict(v.ruled_out)
+
+
+def test_a_kernel_log_that_ends_before_the_kill_cannot_rule_it_out(tmp_path: Path) -> None:
+    """A reconstruction: torchrun's real report of a -9 (the CPPO #6 block of the signature's examples) and a
+    kernel log whose last record is ten minutes before it."""
+    train = ("[2025-05-21 15:43:03,000] torch.distributed.elastic.multiprocessing.api: [ERROR] failed "
+             "(exitcode: -9) local_rank: 0 (pid: 14750) of binary: /usr/bin/python\n")
+    kern = ("2025-05-21T15:33:01+00:00 node kernel: nvidia-nvlink: Nvlink Core is being initialized\n"
+            "2025-05-21T15:33:02+00:00 node kernel: EXT4-fs (vda): mounted filesystem\n")
+    v = analyze([_write(tmp_path, "train.log", train), _write(tmp_path, "kern.log", kern)]).verdict
+    assert v.root_cause_id == "worker-killed-signal"
+    why = dict(v.ruled_out)["host-oom-killer"]
+    assert why.startswith("cannot be ruled out: ") and "s before the kill" in why
