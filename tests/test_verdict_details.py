@@ -145,6 +145,105 @@ def test_the_culprits_lines_are_evidence_in_time_order_not_moved_first() -> None
     assert stamps == sorted(stamps)
 
 
+# -- remedies fit the machine -----------------------------------------------------------------------------------
+
+_DATACENTER_WORDS = ("Drain the node", "field diagnostics", "RMA with the server vendor")
+_CONSUMER_WORDS = ("PCIe power connectors", "motherboard BIOS", "another slot")
+
+
+def test_a_datacenter_board_named_by_its_pci_id_gets_datacenter_steps() -> None:
+    """nvsentinel155 (real): the kernel names the GPU only as `PCI ID: 10de:26b5`, an L40 in the PCI ID
+    Repository: drain, power-cycle, field diagnostics and RMA; no power connectors or BIOS."""
+    a = analyze(_case(CORPUS / "nvsentinel155-fallen-off-multiline"))
+    f = a.verdict.root_cause
+    assert f is not None and f.signature == "xid-79-fallen-off-bus"
+    steps = " ".join(f.remedy)
+    assert all(w in steps for w in _DATACENTER_WORDS), f.remedy
+    assert not any(w in steps for w in _CONSUMER_WORDS), f.remedy
+    assert a.verdict.machine is not None and a.verdict.machine.gpus == {"0000:b3:00.0": ("L40", "datacenter")}
+    assert "  What to do (for L40 (datacenter)):" in render_text(a)
+    data = to_json_dict(a)
+    assert data["verdict"]["machine"]["classes"] == ["datacenter"]
+    assert data["findings"][0]["remedy"] == f.remedy  # JSON, text, reports and the TUI read the same list
+
+
+def test_a_consumer_card_gets_consumer_steps() -> None:
+    """A reconstruction: the real Xid 79 journal of an RTX 5070 Ti desktop (ogkm1010; the card is named only in
+    its thread) with the first report's machine (tests/data/report1-machine, built by hand from report 1's
+    figures: a GeForce RTX 5090 at 0000:01:00.0, the bus id of that journal's Xid)."""
+    folder = DEV2 / "ogkm1010-5070ti-xid79-journal-localized-month"
+    a = analyze([*_case(folder), str(MACHINE / "nvidia-smi-q.txt")])
+    f = a.verdict.root_cause
+    assert f is not None and f.signature == "xid-79-fallen-off-bus"
+    steps = " ".join(f.remedy)
+    assert all(w in steps for w in _CONSUMER_WORDS), f.remedy
+    assert not any(w in steps for w in _DATACENTER_WORDS), f.remedy
+    assert "What to do (for NVIDIA GeForce RTX 5090 (consumer))" in render_text(a)
+
+
+def test_an_unknown_gpu_gets_every_step_labelled_with_its_class(tmp_path: Path) -> None:
+    """gpu-burn #1 (real): nothing names the card, so each class's steps are shown, labelled."""
+    a = analyze([_write(tmp_path, "dmesg.txt", GPU_BURN_DMESG)])
+    f = a.verdict.root_cause
+    assert f is not None
+    assert any(s.startswith("For datacenter GPUs: drain the node") for s in f.remedy), f.remedy
+    assert any(s.startswith("For consumer or workstation cards: reseat the GPU") for s in f.remedy), f.remedy
+    assert f.remedy[0].startswith("Identify the port")  # a step for every machine is shown as written
+    assert "steps for one class of machine are labelled" in render_text(a)
+
+
+def test_the_recorded_h200s_are_datacenter_gpus() -> None:
+    """The recorded samples (real, two H200s): NVML's product name from the bundle's `nvidia-smi -q` XML."""
+    data = to_json_dict(analyze([str(RECORDED / "worker-killed" / "bundle")]))
+    machine = data["verdict"]["machine"]
+    assert machine["classes"] == ["datacenter"]
+    assert {g["gpu"]: g["model"] for g in machine["gpus"]} == {"0000:00:06.0": "NVIDIA H200",
+                                                              "0000:00:07.0": "NVIDIA H200"}
+
+
+@pytest.mark.parametrize(("name", "cls"), [
+    ("NVIDIA H200", "datacenter"), ("NVIDIA H100 80GB HBM3", "datacenter"), ("NVIDIA A100-SXM4-80GB", "datacenter"),
+    ("NVIDIA H100 NVL", "datacenter"), ("NVIDIA L40S", "datacenter"), ("Tesla T4", "datacenter"),
+    ("NVIDIA GeForce RTX 5090", "consumer"), ("NVIDIA GeForce RTX 5070 Ti", "consumer"),
+    ("NVIDIA TITAN RTX", "consumer"),
+    ("NVIDIA RTX A6000", "workstation"), ("NVIDIA RTX 6000 Ada Generation", "workstation"),
+    ("Quadro RTX 8000", "workstation"), ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "datacenter"),
+    ("NVIDIA Corporation GH100 [H100 SXM5 80GB] [10de:2330] (rev a1)", "datacenter"),
+])
+def test_product_names_are_classified_by_the_data(name: str, cls: str) -> None:
+    from forensics.match.machine import classify_name
+
+    model = classify_name(name)
+    assert model is not None and model.cls == cls
+
+
+def test_the_device_id_table_agrees_with_the_name_rules() -> None:
+    from forensics.match.machine import classify_device
+
+    for dev, form in (("2330", "sxm"), ("2335", "sxm"), ("20b2", "sxm"), ("2331", "pcie"), ("26b9", "pcie")):
+        model = classify_device(dev)
+        assert model is not None and (model.cls, model.form) == ("datacenter", form), dev
+    for dev in ("2b85", "2c05", "2684"):  # RTX 5090, 5070 Ti, 4090
+        model = classify_device(dev)
+        assert model is not None and model.cls == "consumer", dev
+
+
+def test_remedy_steps_are_tagged_in_the_schema(tmp_path: Path) -> None:
+    from forensics.match.loader import check_text
+
+    base = (ROOT / "signatures" / "xid-79-fallen-off-bus.toml").read_text(encoding="utf-8")
+    sig, problems = check_text(base, "xid-79-fallen-off-bus.toml", "xid-79-fallen-off-bus")
+    assert sig is not None and not problems
+    tagged = [s for s in sig.remedy if s.machines]
+    assert {m for s in tagged for m in s.machines} == {"datacenter", "consumer", "workstation"}
+    bad = base.replace('machines = ["datacenter"]', 'machines = ["cloud"]', 1)
+    sig, problems = check_text(bad, "x.toml", "xid-79-fallen-off-bus")
+    assert sig is None and any("machine class 'cloud'" in p.message for p in problems)
+    bad = base.replace('{ step = "Drain', '{ stepp = "Drain', 1)
+    sig, problems = check_text(bad, "x.toml", "xid-79-fallen-off-bus")
+    assert sig is None and any("a step is a string or a table" in p.message for p in problems)
+
+
 # -- a SIGKILL verdict reads the kernel log for the OOM killer --------------------------------------------------
 
 
