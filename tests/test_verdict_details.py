@@ -244,6 +244,35 @@ def test_remedy_steps_are_tagged_in_the_schema(tmp_path: Path) -> None:
     assert sig is None and any("a step is a string or a table" in p.message for p in problems)
 
 
+# -- a gloo timeout is not an NCCL timeout ----------------------------------------------------------------------
+
+
+def test_a_gloo_recv_timeout_is_titled_and_explained_as_gloo() -> None:
+    """torchtune #2676 (real): rank 2 waits in barrier() until gloo's 1 800 000 ms recv timeout."""
+    a = analyze(_case(DEV / "torchtune2676-barrier-timeout-save-checkpoint"))
+    f = next(f for f in a.findings if f.signature == "nccl-watchdog-timeout")  # the id stays (SIGNATURES.md)
+    assert f.title == "A collective (barrier, all-reduce, ...) waited past the Gloo timeout"
+    assert "NCCL timeout" not in f.title and "not an NCCL error" in f.explain
+    assert "GLOO_SOCKET_IFNAME" in " ".join(f.remedy)
+    assert "waited past the Gloo timeout" in render_text(a) and "waited past the NCCL timeout" not in render_text(a)
+
+
+def test_a_gloo_send_timeout_and_a_monitored_barrier_too(tmp_path: Path) -> None:
+    """detectron2 #5121 and NVIDIA/nccl #849 (real lines, not the ones the wording was written from)."""
+    for text in ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:136] Timed out waiting "
+                 "1800000ms for send operation to complete\n",
+                 "RuntimeError: [Rank 0]: Ranks 4, 5, 6, 7 failed to pass monitoredBarrier in 2000000 ms\n"):
+        v = analyze([_write(tmp_path, "train.log", text)]).verdict
+        assert v.root_cause_id == "nccl-watchdog-timeout" and v.root_cause is not None
+        assert "Gloo timeout" in v.root_cause.title
+
+
+def test_an_nccl_watchdog_timeout_keeps_its_nccl_wording() -> None:
+    a = analyze(_case(CORPUS / "nccl-timeout-collective-mismatch"))
+    f = next(f for f in a.findings if f.signature == "nccl-watchdog-timeout")
+    assert f.title == "A collective (all-reduce, broadcast, ...) waited past the NCCL timeout"
+
+
 # -- a SIGKILL verdict reads the kernel log for the OOM killer --------------------------------------------------
 
 
