@@ -134,6 +134,25 @@ def test_every_list_of_events_is_in_time_order(sample: str) -> None:
     assert _in_order(legend), legend
 
 
+def test_an_unrecognized_failure_lists_its_lines_in_time_order() -> None:
+    """No real sample has an unrecognized failure with lines of several kinds at known times (the dev halves'
+    have one line or none timed), so built events: the decisive exit comes first in the summary, and the
+    evidence reads by time."""
+    from dataclasses import replace
+
+    from matchkit import ev, run
+
+    from forensics.events import Severity
+
+    events = [replace(ev("RuntimeError: the loader broke", kind="traceback", t=1, exc_type="RuntimeError"),
+                      severity=Severity.ERROR),
+              ev("run killed by signal 9", kind="exit", t=5, signal=9, exit_code=None)]
+    _, v = run(events, sigs=[])
+    assert v.root_cause_id == "unrecognized-failure" and v.root_cause is not None
+    assert v.summary.startswith("The run was killed by signal 9")
+    assert [e.kind for e in v.root_cause.evidence] == ["traceback", "exit"]
+
+
 def test_the_culprits_lines_are_evidence_in_time_order_not_moved_first() -> None:
     """silent-stall-2gpu (real, H200): the GPU odd-one-out reading (17:39:51) came before the GPU idle reading
     (17:37:45) because it singled out the culprit; now the list reads in time order."""
@@ -179,6 +198,18 @@ def test_a_consumer_card_gets_consumer_steps() -> None:
     assert all(w in steps for w in _CONSUMER_WORDS), f.remedy
     assert not any(w in steps for w in _DATACENTER_WORDS), f.remedy
     assert "What to do (for NVIDIA GeForce RTX 5090 (consumer))" in render_text(a)
+
+
+def test_an_h100_node_that_throttles_gets_the_chassis_steps_not_the_desktop_ones() -> None:
+    """gpuda7cdf53 (real, realcases2 dev): eight H100 SXM (`NVIDIA H100 80GB HBM3` in `nvidia-smi -q`) held
+    at 86 MHz by the hardware power brake."""
+    a = analyze(_case(DEV2 / "gpuda7cdf53-h100-8gpu-hw-power-brake-86mhz"))
+    f = a.verdict.root_cause
+    assert f is not None and f.signature == "thermal-or-power-throttle"
+    steps = " ".join(f.remedy)
+    assert "(BMC/iDRAC) event log" in steps and "chassis fans" in steps
+    assert "case fans" not in steps and "12V-2x6" not in steps
+    assert "What to do (for NVIDIA H100 80GB HBM3 ×8 (datacenter))" in render_text(a)
 
 
 def test_an_unknown_gpu_gets_every_step_labelled_with_its_class(tmp_path: Path) -> None:
