@@ -77,8 +77,8 @@ def _names(e: Event) -> Iterable[tuple[str, str]]:
     name = e.attrs.get("name")
     if e.kind in ("gpu-info", "pcie-path") and isinstance(name, str) and name.strip():
         yield name, _TOOLS.get(str(e.attrs.get("tool", "")), e.source)
-    if e.kind in _ID_KINDS:
-        for m in _NVIDIA_ID.finditer(e.text):
+    if e.kind in _ID_KINDS and "10de:" in (text := e.text):
+        for m in _NVIDIA_ID.finditer(text):
             dev = _device_names().get(m.group(1).lower())
             if dev:
                 yield dev, f"PCI id 10de:{m.group(1).lower()}"
