@@ -268,6 +268,7 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
             "blame": _blame_json(v),
             "root_first_event": iso(v.t0),
             "xid_catalog": v.xid_catalog or None,
+            "machine": _machine_json(v),
             "xid_incidents": [
                 {"gpu": i.gpu, "host": i.host, "first_seen": iso(i.first_ts), "last_seen": iso(i.last_ts),
                  "primary": i.primary, "meaning": i.primary_meaning, "bucket": i.bucket,
@@ -325,6 +326,16 @@ def _blame_json(v: Verdict) -> dict[str, Any] | None:
     return {"line": b.line(), "culprits": b.culprits, "victims": b.victims, "why": b.why,
             "culprit_ranks": b.culprit_ranks, "culprit_gpus": b.culprit_gpus, "culprit_hosts": b.culprit_hosts,
             "victim_ranks": b.victim_ranks, "victim_gpus": b.victim_gpus, "basis": b.basis, "facts": b.facts}
+
+
+def _machine_json(v: Verdict) -> dict[str, Any] | None:
+    """The GPUs' models and classes the remedies were chosen for (additive to version 1; null when the
+    inputs name no GPU model)."""
+    m = v.machine
+    if m is None or not m.gpus:
+        return None
+    return {"gpus": [{"gpu": g, "model": model, "class": cls} for g, (model, cls) in m.gpus.items()],
+            "classes": sorted(m.classes()), "basis": m.basis}
 
 
 def _timeline_summary(timeline: Timeline) -> dict[str, Any]:

@@ -129,7 +129,8 @@ def _root(analysis: Analysis, full: bool = False) -> list[str]:
         out += ["", "  What followed (consequences, not causes):"]
         out += [_finding_line(c, v.t0) for c in v.consequences]
     if f.remedy:
-        out += ["", "  What to do:"]
+        fit = v.remedy_heading(f)
+        out += ["", f"  What to do ({fit}):" if fit else "  What to do:"]
         for i, step in enumerate(f.remedy, 1):
             wrapped = wrap_commands(step, WIDTH - 7)
             out.append(f"    {i}. {wrapped[0] if wrapped else ''}")

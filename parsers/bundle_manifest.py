@@ -80,6 +80,8 @@ def _line_of(doc: TextDocument, key: str) -> tuple[int, int]:
 
 class BundleManifestParser:
     name = "bundle-manifest"
+    #: producer versions its real samples hold (the recorded samples' manifest.json)
+    tested_with = {"gpu-forensics recorder": ("0.1.0",)}
     samples = (_FINISHED, _DIED)
 
     def detect(self, head: list[str]) -> float:

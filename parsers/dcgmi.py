@@ -53,6 +53,8 @@ class _Test:
 
 class DcgmiDiagParser:
     name = "dcgmi-diag"
+    #: producer versions its real samples hold (slurmonaws5's diag table)
+    tested_with = {"DCGM": ("3.3.9",)}
     samples = (
         # Shape: `dcgmi diag -r 2` table (layout and wording as DCGM 3.x prints it; the failure text
         # follows the DCGM diag message quoted in catalog-driver §1.2 for Xid 63/64).

@@ -64,6 +64,8 @@ def _diag_tests(node: Any) -> Iterator[dict[str, Any]]:
 
 class DcgmiJsonParser:
     name = "dcgmi-json"
+    #: producer versions its real samples hold (dcgm139's case note)
+    tested_with = {"DCGM": ("3.3",)}
     samples = (
         # Real: `dcgmi health -c -j` of a healthy group (NVIDIA/DCGM#263).
         """{

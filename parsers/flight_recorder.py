@@ -71,6 +71,8 @@ def _pg_of(entry: dict[str, Any]) -> str | None:
 
 class FlightRecorderParser:
     name = "flight-recorder"
+    #: producer versions its real samples hold (the recorded samples' dumps (their README))
+    tested_with = {"PyTorch": ("2.11.0+cu130",)}
     samples = (
         '{"version": "2.5", "rank": 1,\n'
         ' "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},\n'

@@ -155,6 +155,8 @@ def facts_from_leaves(f: GpuFacts, leaves: Leaves) -> GpuFacts:
 
 class NvidiaSmiQueryParser:
     name = "nvidia-smi-q"
+    #: producer versions its real samples hold (the outputs' own headers)
+    tested_with = {"NVIDIA driver": ("510.73.08", "535.154.05", "535.161.08"), "CUDA": ("11.6", "12.2")}
     samples = (
         # Real: `nvidia-smi -q` excerpt of an A100 with a pending row remap (corpus stas00-xid63).
         """Timestamp                                 : Wed Jun  7 19:32:16 2023

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -934,9 +934,11 @@ def detect_slurm(head: list[str]) -> float:
 class StreamParser:
     """A registered name for :func:`scan` with its own detection rule and samples."""
 
-    def __init__(self, name: str, detector: Callable[[list[str]], float], samples: tuple[str, ...]) -> None:
+    def __init__(self, name: str, detector: Callable[[list[str]], float], samples: tuple[str, ...],
+                 tested_with: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.name = name
         self.samples = samples
+        self.tested_with = dict(tested_with or {})
         self._detector = detector
 
     def detect(self, head: list[str]) -> float:
@@ -961,17 +963,21 @@ PARSER = StreamParser("process-output", detect_process_output, (
     # HF Trainer loss dicts (LlamaFactory#9631)
     "{'loss': 0.8728, 'grad_norm': nan, 'learning_rate': 0.0, 'epoch': 0.01}\n"
     "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 2.6315789473684213e-07, 'epoch': 0.02}\n",
-))
+), tested_with={  # NCCL: the `NCCL version` in the lines; PyTorch, DeepSpeed: the case notes, the recorded samples
+    "PyTorch": ("0.3", "1.0", "1.8", "2.0", "2.1", "2.11.0+cu130"),
+    "NCCL": ("2.14.3", "2.20.5", "2.21.5"),
+    "DeepSpeed": ("0.8.3",),
+})
 SLURM_PARSER = StreamParser("slurm", detect_slurm, (
     # K-Net#30
     "slurmstepd-gpu20-15: error: Detected 1 oom-kill event(s) in StepId=9411285.0. Some of your processes may "
     "have been killed by the cgroup out-of-memory handler.\n"
     "srun: error: gpu20-15: task 0: Out Of Memory\n"
     "slurmstepd-gpu20-15: error: *** STEP 9411285.0 ON gpu20-15 CANCELLED AT 2022-05-17T17:58:10 ***\n",
-))
+), tested_with={"NCCL": ("2.4.8",), "PyTorch": ("2.2",)})  # parlai3084's lines; segfault-faulthandler's note
 NCCL_DEBUG_PARSER = StreamParser("nccl-debug", detect_nccl_debug, (
     # NVIDIA/nccl#1235-style WARN with its return-code chain
     "ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'\n"
     "ng30903:3063028:3066152 [3] NCCL INFO transport/p2p.cc:204 -> 1\n"
     "ng30903:3063028:3066152 [3] NCCL INFO proxy.cc:1303 -> 1\n",
-))
+), tested_with={"NCCL": ("2.8.2", "2.14.3")})  # nccl606's `NCCL version` line; nccl795's case note

@@ -210,7 +210,9 @@ def test_kernel_records_with_continuation_lines_are_counted_whole(tmp_path: Path
     counted = [e for e in bus if "count" in e.attrs]
     assert counted and counted[0].attrs["count"] == 2000
     result = analyze([str(log)])
-    assert result.verdict is not None and result.verdict.root_cause.signature == "xid-79-fallen-off-bus"
+    # The fatal AER one second before the Xid 79 is its cause (a precursor, issue 20); the Xid follows it.
+    assert result.verdict.root_cause is not None and result.verdict.root_cause.signature == "pcie-aer"
+    assert [f.signature for f in result.verdict.consequences] == ["xid-79-fallen-off-bus"]
 
 
 def test_the_corpus_reads_the_same_through_the_pre_pass(forced: None) -> None:

@@ -17,7 +17,7 @@ finding's evidence is the decisive lines; ``facts`` carry the exit status / sign
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from forensics.catalogs.matching import Hit
 from forensics.events import Event, Severity
@@ -55,6 +55,7 @@ class _Item:
     what: str  # the sentence for the summary
     group: str  # catalog | exit | interrupted | exception | cuda | driver | os | launcher | stack
     hit: Hit | None = None  # the producer's catalogued message, for group "catalog"
+    pos: int = 0  # the event's place in the timeline: the evidence is listed in time order
 
 
 def _signal_name(sig: object, name: object) -> str:
@@ -167,7 +168,7 @@ def failure_evidence(events: Sequence[Event],
         hit = next((h for h in hits.get(i, ()) if h.severity == "error"), None)
         it = _catalog_item(e, hit) if hit is not None else _item(e)
         if it is not None:
-            items.append(it)
+            items.append(replace(it, pos=i))
     return sorted(items, key=lambda it: _ORDER.index(it.group))
 
 
@@ -195,7 +196,7 @@ def unrecognized(events: Sequence[Event],
             break
     if any(it.group == "interrupted" for it in items):
         facts["interrupted"] = True
-    evs = [it.event for it in shown]
+    evs = [it.event for it in sorted(shown, key=lambda it: it.pos)]  # chosen most decisive first, shown in time order
     title = _TITLES[top.group]
     category = _CATEGORY.get(top.group, "application")
     remedy = list(_REMEDY)

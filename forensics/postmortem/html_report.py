@@ -152,7 +152,8 @@ def render_html(analysis: Analysis, data: dict[str, Any]) -> str:
         if v.consequences:
             parts += ["<h2>What followed (consequences, not causes)</h2>", _finding_table(v.consequences)]
         if f.remedy:
-            parts += ['<h2 id="remedy">What to do</h2>', "<ol>" + "".join(f"<li>{_e(' '.join(s.split()))}</li>"
+            fit = f" ({_e(v.remedy_heading(f))})" if v.remedy_heading(f) else ""
+            parts += [f'<h2 id="remedy">What to do{fit}</h2>', "<ol>" + "".join(f"<li>{_e(' '.join(s.split()))}</li>"
                                                                           for s in f.remedy) + "</ol>"]
         if f.explain:
             parts += ["<h2>What it means</h2>", f"<p>{_e(' '.join(f.explain.split()))}</p>"]

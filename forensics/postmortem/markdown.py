@@ -135,7 +135,7 @@ def _render(analysis: Analysis, data: dict[str, Any], raw_lines: int, packages: 
             out += ["### What followed (consequences, not causes)", ""]
             out += table(["signature", "what", "first seen", "where"], _finding_rows(v.consequences))
         if f.remedy:
-            out += ["### What to do", ""]
+            out += [f"### What to do ({cell(fit)})" if (fit := v.remedy_heading(f)) else "### What to do", ""]
             out += [f"{i}. {' '.join(step.split())}" for i, step in enumerate(f.remedy, 1)] + [""]
         if f.explain:
             out += ["### What it means", "", " ".join(f.explain.split()), ""]

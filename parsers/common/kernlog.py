@@ -23,7 +23,7 @@ record and returns a :class:`Head` (message, stamp, host, level …). This modul
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -460,9 +460,11 @@ class KernelLogParser:
     """A kernel-log format: a reader factory plus a detector, parsed by the shared engine."""
 
     def __init__(self, name: str, samples: tuple[str, ...], reader: Callable[[ParseContext], LineReader],
-                 detect: Callable[[list[str]], float], bare: Callable[[TextDocument], bool] | None = None) -> None:
+                 detect: Callable[[list[str]], float], bare: Callable[[TextDocument], bool] | None = None,
+                 tested_with: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.name = name
         self.samples = samples
+        self.tested_with = dict(tested_with or {})
         self._reader = reader
         self._detect = detect
         self._bare = bare
