@@ -99,6 +99,7 @@ BARS = {"dev": (59, 0), "heldout": (47, 1)}  # half -> (top-1 at least, false al
 
 
 @pytest.mark.parametrize("half", HALVES)
+@pytest.mark.slow
 def test_half_holds_its_score(half: str) -> None:
     from forensics.evaluation.evaluate import evaluate
 

@@ -276,6 +276,7 @@ def test_span_mask_marker_row_and_axis() -> None:
     assert fmt_range(0, 81_559, "MiB") == "0–79.6 GiB" and fmt_range(0, 700, "W") == "0–700 W"
 
 
+@pytest.mark.slow
 def test_a_recorded_bundle_gives_the_run_its_own_span_and_one_fact_per_gpu() -> None:
     from pathlib import Path
 
