@@ -34,6 +34,7 @@ from forensics.units import iso
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 def test_a_short_seeded_fuzz_run_finds_no_crash_and_no_hang() -> None:
     result = run(inputs=40, seed=2, hang_s=60)
     assert result.inputs == 40

@@ -136,6 +136,7 @@ def test_receipt_indexes_follow_the_redacted_logs(tmp_path: Path) -> None:
             o, n = o + len(old), n + len(new)
 
 
+@pytest.mark.slow
 def test_pack_round_trip_analyze_report_and_open(tmp_path: Path) -> None:
     src = RECORDED / "silent-stall-2gpu" / "bundle"  # the verdict rests on the flight-recorder pickles
     out = tmp_path / "case.tar.gz"
@@ -170,6 +171,7 @@ def test_pack_round_trip_analyze_report_and_open(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_anonymize_uses_one_pseudonym_per_name_in_every_file(tmp_path: Path) -> None:
     a = _planted_bundle(tmp_path / "a")
     b = tmp_path / "b" / "bundle"
@@ -205,6 +207,7 @@ def test_anonymize_uses_one_pseudonym_per_name_in_every_file(tmp_path: Path) -> 
     assert analyze([str(out)]).verdict.root_cause_id == "torch-cuda-oom"
 
 
+@pytest.mark.slow
 def test_max_size_downsamples_nvml_and_keeps_the_memory_peak(tmp_path: Path) -> None:
     src = RECORDED / "memory-margin" / "bundle"
     full = pack([str(src)], tmp_path / "full.tar.gz")

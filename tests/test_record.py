@@ -17,6 +17,7 @@ PY = sys.executable
 
 
 @pytest.mark.parametrize("code", [0, 3])
+@pytest.mark.slow
 def test_exit_code_passes_through(tmp_path: Path, code: int) -> None:
     res = run(tmp_path, PY, "-c", f"import sys; print('hi'); sys.exit({code})")
     assert res.returncode == code
@@ -27,6 +28,7 @@ def test_exit_code_passes_through(tmp_path: Path, code: int) -> None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGABRT, signal.SIGSEGV])
+@pytest.mark.slow
 def test_child_killed_by_signal_gives_128_plus_n(tmp_path: Path, sig: signal.Signals) -> None:
     code = ("import os, resource; resource.setrlimit(resource.RLIMIT_CORE, (0, 0)); "
             f"os.kill(os.getpid(), {int(sig)})")
@@ -52,6 +54,7 @@ sys.exit(5)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.slow
 def test_signal_to_recorder_reaches_child_once(tmp_path: Path, sig: signal.Signals) -> None:
     proc = subprocess.Popen(recorder_argv(tmp_path, PY, "-c", HANDLER), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env(), stdin=subprocess.DEVNULL)
@@ -83,6 +86,7 @@ err.write(b"no newline at the end")
 """
 
 
+@pytest.mark.slow
 def test_output_is_byte_for_byte_what_the_child_wrote(tmp_path: Path) -> None:
     direct = subprocess.run([PY, "-c", JUNK], capture_output=True, timeout=60)
     res = run(tmp_path / "out", PY, "-c", JUNK)
@@ -95,6 +99,7 @@ def test_output_is_byte_for_byte_what_the_child_wrote(tmp_path: Path) -> None:
     assert len(direct.stdout) > 500_000
 
 
+@pytest.mark.slow
 def test_bad_usage_is_one_line_and_leaves_no_bundle(tmp_path: Path) -> None:
     out = tmp_path / "runs"
     for args, expect in (([], "no command"), (["definitely-not-a-command-xyz"], "command not found"),
@@ -117,6 +122,7 @@ def test_bad_usage_is_one_line_and_leaves_no_bundle(tmp_path: Path) -> None:
     assert not (tmp_path / "forensics-runs").exists()
 
 
+@pytest.mark.slow
 def test_command_that_cannot_execute_leaves_a_bundle_marked_as_such(tmp_path: Path) -> None:
     script = tmp_path / "bad.sh"
     script.write_bytes(b"\x7fELF garbage, not a program")
@@ -128,6 +134,7 @@ def test_command_that_cannot_execute_leaves_a_bundle_marked_as_such(tmp_path: Pa
     assert m["status"] == "failed-to-start" and "cannot run" in m["error"]
 
 
+@pytest.mark.slow
 def test_child_environment_is_armed_unless_set_or_disabled(tmp_path: Path) -> None:
     show = "import os\nfor k in ('TORCHELASTIC_ERROR_FILE', 'TORCH_NCCL_TRACE_BUFFER_SIZE', 'PYTHONFAULTHANDLER'):\n" \
            "    print(os.environ.get(k))"
@@ -151,6 +158,7 @@ SECRETS = {
 }
 
 
+@pytest.mark.slow
 def test_secrets_in_env_and_argv_never_reach_the_bundle(tmp_path: Path) -> None:
     res = run(tmp_path, PY, "-c", "print('ok')", "--token", "tok-ARGV-1111", "--api-key=ARGV-KEY-2222",
               "wandb.api_key=ARGV-KEY-3333", "https://bob:ARGV-PASS-4444@host/x", **SECRETS)
@@ -179,6 +187,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_recorder_sigkilled_leaves_a_readable_interrupted_bundle(tmp_path: Path) -> None:
     side = tmp_path / "printed.txt"
     out = tmp_path / "out"
@@ -223,6 +232,7 @@ def with_suppress_kill(pid: int) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_grandchild_holding_the_output_open_does_not_keep_the_recorder_alive(tmp_path: Path) -> None:
     start = time.monotonic()
     res = run(tmp_path, "sh", "-c", "sleep 30 & echo bye")

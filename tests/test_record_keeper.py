@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from recorder_helpers import bundle, env, manifest, read_until, recorder_argv
 
 from forensics.ingest.bundle import IDX_MAGIC, receipt_lookup
@@ -57,6 +58,7 @@ def _check_bundle(out: Path) -> None:
         assert lookup is not None and lookup(len(data) - 1) is not None
 
 
+@pytest.mark.slow
 def test_pipes_child_outlives_a_sigkilled_recorder(tmp_path: Path) -> None:
     go, done, out = tmp_path / "go", tmp_path / "done", tmp_path / "out"
     proc = subprocess.Popen(recorder_argv(out, PY, "-c", PRINTER, str(go), str(done)), stdout=subprocess.PIPE,
@@ -90,6 +92,7 @@ os.read(0, 1)  # the prompt: wait for a key
 """
 
 
+@pytest.mark.slow
 def test_pty_child_outlives_a_sigkilled_recorder(tmp_path: Path) -> None:
     go, done, out = tmp_path / "go", tmp_path / "done", tmp_path / "out"
     pid, master = pty.fork()
@@ -134,6 +137,7 @@ print("bye", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_keeper_leaves_with_the_child_even_if_a_grandchild_holds_the_output(tmp_path: Path) -> None:
     out = tmp_path / "out"
     r, w = os.pipe()
@@ -171,6 +175,7 @@ print("after the recorder", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_a_signal_to_the_recorders_group_reaches_the_child_once_and_spares_the_keeper(tmp_path: Path) -> None:
     go, out = tmp_path / "go", tmp_path / "out"
     proc = subprocess.Popen(recorder_argv(out, PY, "-c", HANDLER, str(go)), stdout=subprocess.PIPE,
@@ -187,6 +192,7 @@ def test_a_signal_to_the_recorders_group_reaches_the_child_once_and_spares_the_k
     assert (bundle(out) / "stdout.log").read_bytes() == b"ready\nchild got SIGTERM\nafter the recorder\n"
 
 
+@pytest.mark.slow
 def test_normal_run_leaves_no_keeper_behind(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = subprocess.run(recorder_argv(out, PY, "-c", "print('hi')"), capture_output=True, env=env(),

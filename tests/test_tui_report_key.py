@@ -6,12 +6,15 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from forensics.tui.app import ForensicsApp
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLE = ROOT / "samples" / "recorded" / "meta-offload-lora" / "bundle"
 
 
+@pytest.mark.slow
 def test_r_writes_the_markdown_report_and_says_where(tmp_path: Path) -> None:
     async def run() -> None:
         app = ForensicsApp([str(BUNDLE)])

@@ -12,6 +12,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from forensics.units import mib
+
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
     from forensics.ingest.environment import BundleFacts
@@ -130,7 +132,7 @@ def _recorder_path(change: dict[str, Any]) -> bool:
 
 
 def _mib(v: float) -> str:
-    return f"{abs(v):,.0f} MiB" if abs(v) < 10240 else f"{abs(v) / 1024:,.1f} GiB"
+    return mib(abs(v))  # the sign is worded (higher / lower)
 
 
 _KEY_SOFTWARE = ("torch", "torch CUDA build", "NVIDIA driver", "CUDA (driver)", "NCCL", "CUDA (container)", "cuDNN")

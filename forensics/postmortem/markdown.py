@@ -11,8 +11,10 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from forensics.postmortem.charts import attachment_facts, chart_window, marks, p2p_cells, pace_parts, series
-from forensics.postmortem.metrics import gpu_frame, sparkline
+from forensics.postmortem.metrics import gpu_frame
 from forensics.secrets import redact_text
+from forensics.units import mib as _mib
+from forensics.units import sparkline
 
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
@@ -102,12 +104,6 @@ def _finding_rows(findings: list[Finding]) -> list[list[Any]]:
         rows.append([_Raw(code(f.signature)), f.title + (f" — {f.note}" if f.note else ""),
                      _when(_iso(f.first_seen)), _Raw(code(first.origin)) if first else "–"])
     return rows
-
-
-def _mib(v: Any) -> str:
-    if not isinstance(v, int | float) or v != v:
-        return "–"
-    return f"{v:,.0f} MiB" if abs(v) < 10240 else f"{v / 1024:,.1f} GiB"
 
 
 def render_markdown(analysis: Analysis, data: dict[str, Any], limit: int = LIMIT) -> str:
