@@ -41,6 +41,9 @@ class Options:
     limits: Limits = field(default_factory=Limits)
     #: ``--since/--until/--host/--rank``: applied to the timeline before the signatures read it
     timeline_filter: TimelineFilter | None = None
+    #: evidence events kept on each finding, the first and the last ones (``matcher.MAX_EVIDENCE``);
+    #: None keeps every one (``analyze --all``)
+    max_evidence: int | None = 16
 
 
 @dataclass
@@ -212,7 +215,7 @@ def analyze(paths: Sequence[str], options: Options | None = None,
     timeline = build_timeline(per_source, offsets=options.offsets, names=[s.path for s in sources])
     if options.timeline_filter is not None:
         timeline = options.timeline_filter.apply(timeline)
-    findings, verdict = match.diagnose(timeline, signatures)
+    findings, verdict = match.diagnose(timeline, signatures, options.max_evidence)
     attach_output_tail(verdict.root_cause, lambda bundle: output_tail(sources, bundle))
     warnings = [w for s in sources for w in s.warnings] + verdict.warnings
     return Analysis(sources, timeline, findings, verdict, warnings)

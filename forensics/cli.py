@@ -114,17 +114,16 @@ def _status(analysis: Analysis, say: bool = True) -> int:
 
 
 def _run_analysis(paths: Sequence[str], args: argparse.Namespace, options: Options) -> Analysis:
+    from dataclasses import replace
+
     from forensics.analysis import analyze
-    from forensics.match import matcher
 
     line = _progress_line(args)
-    kept = matcher.MAX_EVIDENCE
     if args.all:  # every matching line on the finding, not the first and last few
-        matcher.MAX_EVIDENCE = sys.maxsize
+        options = replace(options, max_evidence=None)
     try:
         return analyze(paths, options, on_progress=line)
     finally:
-        matcher.MAX_EVIDENCE = kept
         if line is not None:
             line.clear()
 
