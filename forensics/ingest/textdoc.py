@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
@@ -477,6 +478,26 @@ def _hs_database(lits: tuple[bytes, ...], tails: frozenset[bytes] = frozenset())
     return db
 
 
+_THREAD = threading.local()
+
+
+def _hs_scratch(db: object) -> object:
+    """The scratch space to scan ``db`` with in this thread. A cached database is shared by every
+    thread, its own scratch must not be: two scans on one scratch at once fail (``ScratchInUseError``),
+    so two analyses in two threads would each lose hits. The main thread uses the database's own."""
+    if threading.current_thread() is threading.main_thread():
+        return db.scratch  # type: ignore[attr-defined]
+    kept: dict[int, tuple[object, object]] = _THREAD.__dict__.setdefault("scratch", {})
+    got = kept.get(id(db))
+    if got is None or got[0] is not db:
+        import hyperscan
+
+        if len(kept) > 16:
+            kept.clear()
+        got = kept[id(db)] = (db, hyperscan.Scratch(db))  # type: ignore[arg-type]
+    return got[1]
+
+
 Report = Callable[[float], None]
 Release = Callable[[int, int], None]
 
@@ -670,7 +691,8 @@ class _HsPass:
                 return False
 
             try:
-                db.scan(view[base:min(size, chunk_end + self.overlap)], match_event_handler=on_match)  # type: ignore[attr-defined]
+                db.scan(view[base:min(size, chunk_end + self.overlap)], match_event_handler=on_match,  # type: ignore[attr-defined]
+                        scratch=_hs_scratch(db))
             except Exception as exc:  # hyperscan.ScanTerminated: a capped literal is spent
                 if resume < 0:
                     raise _Stop from exc
@@ -778,7 +800,8 @@ def _hits_in(data: Data, a: int, b: int, lits: list[bytes]) -> list[int]:
     db = _hs_database(tuple(lits))
     if db is not None:
         found: list[int] = []
-        db.scan(memoryview(data)[a:b], match_event_handler=lambda _i, _f, to, _fl, _c: found.append(a + to - 1))  # type: ignore[attr-defined]
+        db.scan(memoryview(data)[a:b], match_event_handler=lambda _i, _f, to, _fl, _c: found.append(a + to - 1),  # type: ignore[attr-defined]
+                scratch=_hs_scratch(db))
         return sorted(set(found))
     out: set[int] = set()
     for lit in lits:
