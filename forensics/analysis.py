@@ -25,6 +25,8 @@ from forensics.timeline.clocksync import kinds_json
 from forensics.timeline.merge import Timeline, build_timeline, place_boot_relative, plausible_metrics
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from forensics.ingest.environment import BundleFacts
     from forensics.ingest.meter import Progress
     from forensics.timeline.filters import TimelineFilter
@@ -35,6 +37,8 @@ __all__ = ["Analysis", "Options", "SourceReport", "analyze", "bundle_facts", "pa
 
 @dataclass
 class Options:
+    """How to read the inputs; every field has a default (``forensics.analyze(paths, **fields)``)."""
+
     signature_dirs: Sequence[Path] = ()
     tz: tzinfo | None = None
     offsets: dict[str, float] = field(default_factory=dict)  # host -> seconds to add
@@ -58,7 +62,7 @@ class SourceReport:
     warnings: list[str] = field(default_factory=list)
     record_kinds: list[str] = field(default_factory=list)
     confidence: float = 0.0
-    document: TextDocument | None = None
+    document: TextDocument | None = field(default=None, repr=False)
     presentation: list[str] = field(default_factory=list)  # what was peeled before parsing (prefixes, wrapping)
 
 
@@ -92,6 +96,31 @@ class Analysis:
     @property
     def failed(self) -> bool:
         return self.verdict.root_cause is not None
+
+    def events_frame(self) -> pd.DataFrame:
+        """The timeline's events as a pandas DataFrame, one row each in timeline order (columns:
+        ``forensics/timeline/tables.py``; ``ts`` is ``datetime64[ns, UTC]``)."""
+        from forensics.timeline.tables import events_frame
+
+        return events_frame(self.timeline.events)
+
+    def metrics_frame(self) -> pd.DataFrame:
+        """The GPU samples (NVML, nvidia-smi) as a pandas DataFrame: ``ts``, ``host``, ``gpu``, one float
+        column per reading."""
+        from forensics.timeline.tables import metrics_frame
+
+        return metrics_frame(self.timeline.metrics)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The versioned JSON verdict, as ``forensics analyze --format json`` prints it (secrets redacted)."""
+        return to_json_dict(self)
+
+    def __repr__(self) -> str:
+        v = self.verdict
+        said = (f"root cause {v.root_cause.signature}" if v.root_cause is not None else "no failure found")
+        return (f"<Analysis {said} ({v.confidence} confidence), {len(self.findings)} finding(s), "
+                f"{len(self.sources)} source(s), {len(self.timeline.events):,} event(s), "
+                f"{len(self.timeline.metrics):,} GPU sample(s)>")
 
 
 def _zone(name: str | None) -> tzinfo | None:

@@ -56,6 +56,10 @@ class Finding:
         stamps = [e.ts for e in self.evidence if e.ts is not None]
         return max(stamps) if stamps else None
 
+    def __repr__(self) -> str:
+        return (f"Finding({self.signature!r}, role={str(self.role)!r}, score={self.score}, matched={self.matched}, "
+                f"evidence={len(self.evidence)})")
+
 
 @dataclass
 class Blame:
@@ -123,6 +127,11 @@ class Verdict:
     @property
     def root_cause_id(self) -> str | None:
         return self.root_cause.signature if self.root_cause else None
+
+    def __repr__(self) -> str:
+        return (f"Verdict(root_cause={self.root_cause_id!r}, confidence={str(self.confidence)!r}, "
+                f"consequences={[f.signature for f in self.consequences]!r}, "
+                f"contributing={[f.signature for f in self.contributing]!r})")
 
     def dt_s(self, e: Event) -> float | None:
         """Seconds from the root cause's first event to ``e`` (None when either has no time)."""
