@@ -337,6 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_fleet(sub)
 
+    from forensics.mcp.cli import add_command as add_mcp
+
+    add_mcp(sub)
+
     ev = sub.add_parser("eval", help="score the analyzer on a folder of labelled cases",
                         description="Score the analyzer on a folder of labelled cases: top-1/top-3 accuracy "
                                     "and false alarms.", epilog=EPILOG_EVAL, formatter_class=fmt)
@@ -389,7 +393,7 @@ def quiet_blas_threads() -> None:
 
 
 #: Subcommands that run the analyzer in this process.
-_ANALYZING = frozenset({"analyze", "open", "report", "diff", "pack", "eval"})
+_ANALYZING = frozenset({"analyze", "open", "report", "diff", "pack", "eval", "mcp"})
 
 
 def _import_analyzer() -> None:
