@@ -37,6 +37,11 @@ def options(base: Options | None = None, *, since: str | None = None, until: str
     if unknown:
         raise TypeError(f"unknown option {unknown[0]!r}; options are: "
                         f"{', '.join(sorted(known | {'since', 'until', 'hosts', 'ranks'}))}")
+    limit = fields.get("max_evidence", 1)
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        from forensics.errors import UsageError
+
+        raise UsageError(f"max_evidence: a number of events, 1 or more, or None for all (got {limit!r})")
     zone = _zone(tz) if isinstance(tz, str) else tz
     if tz is not None:
         fields["tz"] = zone

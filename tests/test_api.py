@@ -116,6 +116,7 @@ def test_analyze_takes_the_options_as_keywords() -> None:
     ({"since": "in the morning maybe"}, UsageError, "since: cannot read"),
     ({"ranks": "one"}, UsageError, "wants numbers or ranges"),
     ({"tz": "Mars/Olympus"}, UsageError, "unknown time zone"),
+    ({"max_evidence": 0}, UsageError, "max_evidence: a number of events, 1 or more"),
 ])
 def test_bad_options_say_why(kwargs: dict[str, Any], error: type[Exception], says: str) -> None:
     with pytest.raises(error, match=says):

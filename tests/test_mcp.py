@@ -146,6 +146,9 @@ def test_analyze_answers_what_forensics_analyze_prints(server: Session, world: d
     error, text = server.call("analyze", {"paths": [stall], "filters": {"ranks": "0", "all": True}})
     assert not error, text
     assert json.loads(text)["timeline"]["notes"][-1].startswith("filtered (rank 0)")
+    error, text = server.call("analyze", {"paths": [stall], "filters": {"ranks": [1], "hosts": "vm", "since": "2m"}})
+    assert not error, text
+    assert "host vm; rank 1" in json.loads(text)["timeline"]["notes"][-1]
 
 
 @pytest.mark.slow

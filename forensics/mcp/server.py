@@ -39,8 +39,9 @@ class Filters(TypedDict, total=False):
     since: Annotated[str, Field(description="'2026-11-30 14:00', '2026-11-30T14:00:00Z', or relative to the "
                                             "last event: '30m', '2h'")]
     until: Annotated[str, Field(description="same forms as since")]
-    hosts: Annotated[list[str], Field(description="keep these hosts' events (and those naming no host)")]
-    ranks: Annotated[str, Field(description="keep these ranks' events (and those naming none): '3', '0-3,7'")]
+    hosts: Annotated[list[str] | str, Field(description="keep these hosts' events (and those naming no host)")]
+    ranks: Annotated[list[int] | int | str, Field(description="keep these ranks' events (and those naming "
+                                                              "none): 3, [0, 1], '0-3,7'")]
     tz: Annotated[str, Field(description="IANA zone of local timestamps that carry none, e.g. Europe/Berlin")]
     all: Annotated[bool, Field(description="keep every matching evidence line, not the first and last ones")]
 
