@@ -28,7 +28,7 @@ exit status: 0 when the client closes the channel, 2 bad usage (no --root, or th
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``mcp`` on the main parser's subcommands."""
     p = sub.add_parser("mcp", help="serve the analysis to AI agents (MCP over stdio, read-only)",
-                       description="A Model Context Protocol server over stdio: agents call analyze, report, "
+                       description="A Model Context Protocol server over stdio: agents call analyze, report,\n"
                                    "diff, timeline and explain on the inputs below the given roots.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--root", action="append", required=True, metavar="DIR",
