@@ -25,6 +25,8 @@ from forensics.timeline.clocksync import kinds_json
 from forensics.timeline.merge import Timeline, build_timeline, place_boot_relative, plausible_metrics
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from forensics.ingest.environment import BundleFacts
     from forensics.ingest.meter import Progress
     from forensics.timeline.filters import TimelineFilter
@@ -35,12 +37,17 @@ __all__ = ["Analysis", "Options", "SourceReport", "analyze", "bundle_facts", "pa
 
 @dataclass
 class Options:
+    """How to read the inputs; every field has a default (``forensics.analyze(paths, **fields)``)."""
+
     signature_dirs: Sequence[Path] = ()
     tz: tzinfo | None = None
     offsets: dict[str, float] = field(default_factory=dict)  # host -> seconds to add
     limits: Limits = field(default_factory=Limits)
     #: ``--since/--until/--host/--rank``: applied to the timeline before the signatures read it
     timeline_filter: TimelineFilter | None = None
+    #: evidence events kept on each finding, the first and the last ones (``matcher.MAX_EVIDENCE``);
+    #: None keeps every one (``analyze --all``)
+    max_evidence: int | None = 16
 
 
 @dataclass
@@ -55,7 +62,7 @@ class SourceReport:
     warnings: list[str] = field(default_factory=list)
     record_kinds: list[str] = field(default_factory=list)
     confidence: float = 0.0
-    document: TextDocument | None = None
+    document: TextDocument | None = field(default=None, repr=False)
     presentation: list[str] = field(default_factory=list)  # what was peeled before parsing (prefixes, wrapping)
 
 
@@ -89,6 +96,31 @@ class Analysis:
     @property
     def failed(self) -> bool:
         return self.verdict.root_cause is not None
+
+    def events_frame(self) -> pd.DataFrame:
+        """The timeline's events as a pandas DataFrame, one row each in timeline order (columns:
+        ``forensics/timeline/tables.py``; ``ts`` is ``datetime64[ns, UTC]``)."""
+        from forensics.timeline.tables import events_frame
+
+        return events_frame(self.timeline.events)
+
+    def metrics_frame(self) -> pd.DataFrame:
+        """The GPU samples (NVML, nvidia-smi) as a pandas DataFrame: ``ts``, ``host``, ``gpu``, one float
+        column per reading."""
+        from forensics.timeline.tables import metrics_frame
+
+        return metrics_frame(self.timeline.metrics)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The versioned JSON verdict, as ``forensics analyze --format json`` prints it (secrets redacted)."""
+        return to_json_dict(self)
+
+    def __repr__(self) -> str:
+        v = self.verdict
+        said = (f"root cause {v.root_cause.signature}" if v.root_cause is not None else "no failure found")
+        return (f"<Analysis {said} ({v.confidence} confidence), {len(self.findings)} finding(s), "
+                f"{len(self.sources)} source(s), {len(self.timeline.events):,} event(s), "
+                f"{len(self.timeline.metrics):,} GPU sample(s)>")
 
 
 def _zone(name: str | None) -> tzinfo | None:
@@ -212,7 +244,7 @@ def analyze(paths: Sequence[str], options: Options | None = None,
     timeline = build_timeline(per_source, offsets=options.offsets, names=[s.path for s in sources])
     if options.timeline_filter is not None:
         timeline = options.timeline_filter.apply(timeline)
-    findings, verdict = match.diagnose(timeline, signatures)
+    findings, verdict = match.diagnose(timeline, signatures, options.max_evidence)
     attach_output_tail(verdict.root_cause, lambda bundle: output_tail(sources, bundle))
     warnings = [w for s in sources for w in s.warnings] + verdict.warnings
     return Analysis(sources, timeline, findings, verdict, warnings)

@@ -114,17 +114,16 @@ def _status(analysis: Analysis, say: bool = True) -> int:
 
 
 def _run_analysis(paths: Sequence[str], args: argparse.Namespace, options: Options) -> Analysis:
+    from dataclasses import replace
+
     from forensics.analysis import analyze
-    from forensics.match import matcher
 
     line = _progress_line(args)
-    kept = matcher.MAX_EVIDENCE
     if args.all:  # every matching line on the finding, not the first and last few
-        matcher.MAX_EVIDENCE = sys.maxsize
+        options = replace(options, max_evidence=None)
     try:
         return analyze(paths, options, on_progress=line)
     finally:
-        matcher.MAX_EVIDENCE = kept
         if line is not None:
             line.clear()
 
@@ -353,6 +352,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_fleet(sub)
 
+    from forensics.mcp.cli import add_command as add_mcp
+
+    add_mcp(sub)
+
     ev = sub.add_parser("eval", help="score the analyzer on a folder of labelled cases",
                         description="Score the analyzer on a folder of labelled cases: top-1/top-3 accuracy "
                                     "and false alarms.", epilog=EPILOG_EVAL, formatter_class=fmt)
@@ -416,7 +419,7 @@ def quiet_blas_threads() -> None:
 
 
 #: Subcommands that run the analyzer in this process.
-_ANALYZING = frozenset({"analyze", "open", "report", "diff", "pack", "eval"})
+_ANALYZING = frozenset({"analyze", "open", "report", "diff", "pack", "eval", "mcp"})
 
 
 def _import_analyzer() -> None:

@@ -130,6 +130,10 @@ class Finding:
         stamps = [e.ts for e in self.evidence if e.ts is not None]
         return max(stamps) if stamps else None
 
+    def __repr__(self) -> str:
+        return (f"Finding({self.signature!r}, role={str(self.role)!r}, score={self.score}, matched={self.matched}, "
+                f"evidence={len(self.evidence)})")
+
 
 @dataclass
 class Blame:
@@ -203,6 +207,11 @@ class Verdict:
         """What ``f``'s remedy steps were chosen for ("for NVIDIA H200 ×2 (datacenter)"), "" when its signature
         has no steps for one class of machine only. Every face shows it beside "What to do"."""
         return self.machine.heading(f) if self.machine is not None else Machine().heading(f)
+
+    def __repr__(self) -> str:
+        return (f"Verdict(root_cause={self.root_cause_id!r}, confidence={str(self.confidence)!r}, "
+                f"consequences={[f.signature for f in self.consequences]!r}, "
+                f"contributing={[f.signature for f in self.contributing]!r})")
 
     def dt_s(self, e: Event) -> float | None:
         """Seconds from the root cause's first event to ``e`` (None when either has no time)."""

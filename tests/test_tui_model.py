@@ -9,9 +9,9 @@ import pytest
 
 from forensics.events import Event, Origin, Severity, TsSource
 from forensics.findings import Finding, Role
+from forensics.timeline.query import EventIndex, QueryError, parse_query, parse_time
 from forensics.tui import demo
 from forensics.tui.charts import braille, bucket, fmt_range, fmt_value, marker_row, span_mask, sparkline, time_axis
-from forensics.tui.index import EventIndex, QueryError, parse_query, parse_time
 from forensics.tui.model import (
     as_ns,
     build_model,

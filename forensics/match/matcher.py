@@ -71,15 +71,16 @@ def _excluded(sig: Signature, index: EventIndex, anchor: Event) -> bool:
     return False
 
 
-def _cap(positions: Sequence[int]) -> list[int]:
-    if len(positions) <= MAX_EVIDENCE:
+def _cap(positions: Sequence[int], limit: int | None) -> list[int]:
+    if limit is None or len(positions) <= limit:
         return list(positions)
-    head = MAX_EVIDENCE * 3 // 4
-    return list(positions[:head]) + list(positions[-(MAX_EVIDENCE - head):])
+    head = limit * 3 // 4
+    return list(positions[:head]) + list(positions[-(limit - head):])
 
 
-def match_signature(sig: Signature, index: EventIndex) -> Match | None:
-    """Run one signature; None when it does not fire."""
+def match_signature(sig: Signature, index: EventIndex, max_evidence: int | None = MAX_EVIDENCE) -> Match | None:
+    """Run one signature; None when it does not fire. ``max_evidence``: evidence events kept on the
+    finding (None: every one, ``analyze --all``)."""
     events = index.events
     selected: dict[str, list[int]] = {}
     weight_of: dict[int, float] = {}
@@ -151,7 +152,7 @@ def match_signature(sig: Signature, index: EventIndex) -> Match | None:
     anchor_weight = max(weight_of.get(p, 0.0) for p in valid)
     distinct = len({events[p].message for p in valid})
     positions = sorted(set(valid) | set(support))
-    shown = sorted(set(_cap(valid)) | set(_cap(sorted(set(support)))))
+    shown = sorted(set(_cap(valid, max_evidence)) | set(_cap(sorted(set(support)), max_evidence)))
     valid_set = set(valid)
     anchored_by = {name for name in [a.name for a in sig.anchors] + [CATALOG_ANCHOR]
                    if valid_set.intersection(selected.get(name, ()))}

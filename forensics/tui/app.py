@@ -19,9 +19,9 @@ from textual.message import Message
 from textual.widgets import Footer, Header, LoadingIndicator, Static, TabbedContent, TabPane
 
 from forensics.errors import ForensicsError
+from forensics.timeline.query import EventIndex
 from forensics.tui.dialogs import HelpScreen, RawContextScreen
 from forensics.tui.evidence import EvidenceView, ShowInTimeline
-from forensics.tui.index import EventIndex
 from forensics.tui.metrics_pane import MetricsPane
 from forensics.tui.model import Model, build_model
 from forensics.tui.overview import FindingChosen, OverviewView
