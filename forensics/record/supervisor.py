@@ -66,6 +66,7 @@ class NvmlSupervisor(threading.Thread):
         #: read the sampler's status lines on a thread (Windows) rather than by non-blocking reads
         self.threaded_reads = sys.platform == "win32" if threaded_reads is None else threaded_reads
         self._halt = threading.Event()
+        self._stop_wait = 2.0  # how long a stopping sampler may take before it is killed
         self._stuck: list[subprocess.Popen[bytes]] = []
         self.events: AppendFile | None = None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -79,9 +80,18 @@ class NvmlSupervisor(threading.Thread):
         except Exception as exc:  # never into the run
             self.on_status("nvml", {"status": "failed", "reason": f"supervisor: {type(exc).__name__}: {exc}"})
 
-    def stop(self, timeout: float = 3.0) -> None:
+    def request_stop(self, timeout: float = 3.0) -> None:
+        """Begin stopping (the sampler is told at once, and killed if not gone after ``timeout``);
+        :meth:`stop` waits."""
+        self._stop_wait = timeout
         self._halt.set()
-        self.join(timeout)
+
+    def stop(self, timeout: float = 3.0) -> None:
+        """Stop the sampler, waiting at most ``timeout``: one still finishing a call is left to end itself
+        (its lifeline is closed; the death signal ends it with the recorder) — the run's end is not held."""
+        self._stop_wait = timeout
+        self._halt.set()
+        self.join(timeout + 0.1)
 
     def _supervise(self) -> None:
         backoff = 1.0
@@ -201,7 +211,7 @@ class NvmlSupervisor(threading.Thread):
             if sys.platform != "win32":
                 proc.terminate()  # SIGTERM (on Windows terminate() would be TerminateProcess)
             try:
-                proc.wait(timeout=2.0)
+                proc.wait(timeout=self._stop_wait)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 self._stuck.append(proc)
