@@ -69,6 +69,7 @@ class Anonymizer:
         self.hosts = {h: f"host-{i:02d}" for i, h in enumerate(sorted(h for h in hosts if len(h) >= 2), 1)}
         self.users = {u: f"user{i}" for i, u in enumerate(sorted(u for u in users if len(u) >= 2), 1)}
         self.ips: dict[str, str] = {}
+        self.ips6: dict[str, str] = {}
         self.emails: dict[str, str] = {}
         self.macs: dict[str, str] = {}
         self.domains: dict[str, str] = {}
@@ -84,7 +85,7 @@ class Anonymizer:
         if ip in _KEEP_IPS:
             return ip
         if ":" in ip:
-            return self._pseudo(self.ips, ip.lower(), "2001:db8::{n:x}")
+            return self._pseudo(self.ips6, ip.lower(), "2001:db8::{n:x}")
         if ip not in self.ips:
             n = len(self.ips) + 1
             self.ips[ip] = f"192.0.2.{n}" if n < 255 else f"198.51.100.{n % 254 + 1}"  # documentation ranges

@@ -330,7 +330,7 @@ def _redactions_text(counts: Counter[str], anon: Anonymizer | None, factor: int,
     if anon is not None:
         lines += ["", "anonymized (consistent pseudonyms in every file and member name):",
                   f"host names: {len(anon.hosts) + len(anon.domains)}", f"user names: {len(anon.users)}",
-                  f"e-mail addresses: {len(anon.emails)}", f"IP addresses: {len(anon.ips)}",
+                  f"e-mail addresses: {len(anon.emails)}", f"IP addresses: {len(anon.ips) + len(anon.ips6)}",
                   f"MAC addresses: {len(anon.macs)}"]
     if factor > 1:
         lines += ["", f"NVML series (nvml*.jsonl) downsampled 1:{factor} to fit --max-size "
