@@ -44,10 +44,7 @@ _CLASSES: tuple[tuple[str, str], ...] = (
     ("token", "0-9A-Za-z_.~+/=-"),
     ("graph", "!-~"),
 )
-_CLASS_RE = {name: re.compile(f"[{cls}]+") for name, cls in _CLASSES}
 _PUNCT = frozenset("=:'\"([{,;<>/@_.-+~")
-_WS = re.compile(r"\s+")
-_BREAKS = re.compile(r"\r?\n[ \t]*")
 
 
 def _default_key_path() -> Path:
@@ -177,53 +174,87 @@ class ValueSet:
             return []
         spans = self._find(text)
         if "\n" in text:
-            joined, where = _without_breaks(text)
-            for a, b in self._find(joined):
-                spans.append((where[a], where[b - 1] + 1))
+            spans += self._find_wrapped(text)
         return spans
 
-    def _find(self, text: str) -> list[tuple[int, int]]:
+    def _hits(self, text: str, r0: int, r1: int, cls: str, alen: int,
+              table: dict[str, list[tuple[int, int]]]) -> list[tuple[int, int]]:
         k = self.k
         assert k is not None
+        found = []
+        for s in _starts(text, r0, r1, alen, cls):
+            hits = table.get(_h(k, text[s:s + alen]))
+            for off, n in hits or ():
+                v0 = s - off
+                if v0 >= 0 and v0 + n <= len(text) and _h(k, text[v0:v0 + n]) in self.full:
+                    found.append((v0, v0 + n))
+        return found
+
+    def _find(self, text: str) -> list[tuple[int, int]]:
         found: list[tuple[int, int]] = []
         for (cls, alen), table in list(self.anchors.items()):
-            for run in _CLASS_RE[cls].finditer(text):
-                r0, r1 = run.span()
-                if r1 - r0 < alen:
-                    continue
-                for s in _starts(text, r0, r1, alen, cls):
-                    hits = table.get(_h(k, text[s:s + alen]))
-                    if not hits:
-                        continue
-                    for off, n in hits:
-                        v0 = s - off
-                        if v0 >= 0 and v0 + n <= len(text) and _h(k, text[v0:v0 + n]) in self.full:
-                            found.append((v0, v0 + n))
+            for run in _runs(cls, alen).finditer(text):  # only runs long enough (the regex engine skips the rest)
+                found += self._hits(text, run.start(), run.end(), cls, alen, table)
         return found
+
+    def _find_wrapped(self, text: str) -> list[tuple[int, int]]:
+        """Values without white space cut by one line break (and the indentation after it): the two runs
+        that meet at a break are joined and searched, their offsets mapped back."""
+        found: list[tuple[int, int]] = []
+        for (cls, alen), table in list(self.anchors.items()):
+            chars = _CHARSETS[cls]
+            for m in _junctions(cls).finditer(text):
+                a1, b0 = m.start(), m.end()
+                a0 = a1
+                while a0 > 0 and a1 - a0 < alen and text[a0 - 1] in chars:
+                    a0 -= 1
+                b1 = b0
+                while b1 < len(text) and b1 - b0 < alen and text[b1] in chars:
+                    b1 += 1
+                if (a1 - a0) + (b1 - b0) < alen:
+                    continue
+                joined = text[a0:a1] + text[b0:b1]
+                cut = a1 - a0
+                for v0, v1 in self._hits(joined, 0, len(joined), cls, alen, table):
+                    if v0 < cut < v1:  # across the break (a whole value on one side is found by _find)
+                        found.append((a0 + v0, b0 + (v1 - cut)))
+        return found
+
+
+def _runs(cls: str, alen: int) -> re.Pattern[str]:
+    key = (cls, alen)
+    pattern = _RUNS.get(key)
+    if pattern is None:
+        c = dict(_CLASSES)[cls]
+        pattern = _RUNS[key] = re.compile(f"(?<![{c}])[{c}]{{{alen},}}")  # from a run's start only
+    return pattern
+
+
+def _junctions(cls: str) -> re.Pattern[str]:
+    pattern = _JUNCTIONS.get(cls)
+    if pattern is None:
+        c = dict(_CLASSES)[cls]
+        pattern = _JUNCTIONS[cls] = re.compile(f"(?<=[{c}]{{4}})\\r?\\n[ \\t]*(?=[{c}]{{4}})")
+    return pattern
+
+
+_RUNS: dict[tuple[str, int], re.Pattern[str]] = {}
+_CHARSETS = {name: frozenset(chr(c) for c in range(0x20, 0x7f) if re.fullmatch(f"[{cls}]", chr(c)))
+             for name, cls in _CLASSES}
+_LONG_RUN = 512
+_JUNCTIONS: dict[str, re.Pattern[str]] = {}
 
 
 def _starts(text: str, r0: int, r1: int, alen: int, cls: str) -> Iterable[int]:
     """Where a window of ``alen`` may start inside the run ``text[r0:r1]``: anywhere in a hex or
-    alphanumeric run; in runs that hold punctuation, at the run's start and after a punctuation mark."""
+    alphanumeric run; in runs that hold punctuation, at the run's start and after a punctuation mark; in a
+    run longer than :data:`_LONG_RUN`, at its two ends only."""
     last = r1 - alen
+    if r1 - r0 > _LONG_RUN:  # a blob (base64, a hex dump): a value is at its ends or not a value of its own
+        return (r0, last)
     if cls in ("hex", "alnum") or r1 - r0 <= alen + 2:
         return range(r0, last + 1)
     return [r0, *(i + 1 for i in range(r0, last) if text[i] in _PUNCT)]
-
-
-def _without_breaks(text: str) -> tuple[str, list[int]]:
-    """``text`` with each line break (and the indentation after it) removed, and for each character of the
-    result its offset in ``text``."""
-    parts: list[str] = []
-    where: list[int] = []
-    pos = 0
-    for m in _BREAKS.finditer(text):
-        parts.append(text[pos:m.start()])
-        where.extend(range(pos, m.start()))
-        pos = m.end()
-    parts.append(text[pos:])
-    where.extend(range(pos, len(text)))
-    return "".join(parts), where
 
 
 #: The values every reader in this process redacts (filled from the bundles it reads).
