@@ -399,9 +399,12 @@ class Recording:
         argv = [sys.executable, "-m", "forensics.record.snapshot", str(self.bundle), self.python, LIFELINE_ARG]
         # No death signal: at the end it may finish in the background (_stop_snapshot); its stdin lifeline
         # still ends it when the recorder dies without saying so.
+        # Its own session and process group: stopping it (FORENSICS_SNAPSHOT_END=cut) stops what it runs too,
+        # and no terminal signal meant for the child reaches it.
         with open(self.bundle / RECORDER_LOG, "ab") as log:
-            self.snapshot = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=log,
-                                             env=self.env, close_fds=True, creationflags=helper_flags(idle=True))
+            self.snapshot = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=log, env=self.env,
+                                             close_fds=True, creationflags=helper_flags(idle=True),
+                                             start_new_session=sys.platform != "win32")
 
     # -- closing ------------------------------------------------------------------------------------
     def _finish(self, status: ExitStatusLike) -> None:
@@ -507,7 +510,13 @@ class Recording:
                                                    "rc": proc.returncode, "dir": "host"})
         except subprocess.TimeoutExpired:
             if os.environ.get(SNAPSHOT_END_ENV, "background") == "cut":
-                proc.kill()
+                if sys.platform == "win32":
+                    proc.kill()
+                else:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)  # with the nvidia-smi or pip it is running
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=1.0)
                 reason = f"still running {wait_s:g} s after the child ended: stopped"
                 self.manifest.source("host_snapshot", {"status": "incomplete", "reason": reason})
             else:

@@ -155,7 +155,7 @@ class NvmlSupervisor(threading.Thread):
                 return "stopped"
             rc = proc.poll()
             for msg in status.take():
-                if self._handle(msg) == "unavailable":
+                if self._handle(msg, recovering=recovering_since is not None and not sampled) == "unavailable":
                     self._terminate(proc)
                     return "unavailable"
                 if msg.get("sampling") == "ok" and not sampled:
@@ -183,14 +183,15 @@ class NvmlSupervisor(threading.Thread):
                 return "recovered-then-ended" if sampled else "ended"
             time.sleep(POLL_S)
 
-    def _handle(self, msg: dict[str, Any]) -> str | None:
-        """Turn one status line of the sampler into manifest updates."""
+    def _handle(self, msg: dict[str, Any], recovering: bool = False) -> str | None:
+        """Turn one status line of the sampler into manifest updates. While a replacement has not sampled
+        yet (``recovering``) the source stays as the stuck one left it: only sampling says it recovered."""
         if msg.get("status") == "unavailable":
             reason = str(msg.get("reason", ""))
             self.on_status("nvml", {"status": "unavailable", "reason": reason})
             self.on_status("nvml_events", {"status": "unavailable", "reason": "NVML unavailable"})
             return "unavailable"
-        if msg.get("status") == "ok":
+        if msg.get("status") == "ok" and not recovering:
             self.on_status("nvml", {"status": "ok", "gpus": msg.get("gpus"), "names": msg.get("names")})
         elif "listener" in msg:
             info = {"status": msg["listener"]}
