@@ -227,7 +227,8 @@ def with_suppress_kill(pid: int) -> None:
 DAEMON = """
 import os, sys, time
 go, side = sys.argv[1], sys.argv[2]
-while not os.path.exists(go):
+end = time.monotonic() + 120  # a failed test never touches ``go``: leave anyway (the keeper follows)
+while not os.path.exists(go) and time.monotonic() < end:
     time.sleep(0.02)
 try:
     print("late line from the daemon", flush=True)
