@@ -201,7 +201,8 @@ def test_anonymize_uses_one_pseudonym_per_name_in_every_file(tmp_path: Path) -> 
         assert f"{m['host']}:1234:1234".encode() in members[prefix + "stderr.log"]
     assert blob.count(b"192.0.2.1<0>") == 2  # one address, one pseudonym, in both bundles
     text = members["case/REDACTIONS.txt"].decode()
-    assert "host names: 3" in text  # the two set here and the recorder's own 'vm' in the NVML headers
+    # the two set here, the recorder's own 'vm' in the NVML headers, and svc.internal from a planted URL
+    assert "host names: 4" in text
     nvml_hosts = {json.loads(d.splitlines()[0])["host"] for n, d in members.items() if n.endswith("/nvml.jsonl")}
     assert nvml_hosts == {"host-03"}
     assert analyze([str(out)]).verdict.root_cause_id == "torch-cuda-oom"

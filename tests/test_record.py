@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from recorder_helpers import bundle, env, manifest, recorder_argv, run
@@ -232,13 +233,53 @@ def with_suppress_kill(pid: int) -> None:
         time.sleep(0.05)
 
 
+DAEMON = """
+import os, sys, time
+go, side = sys.argv[1], sys.argv[2]
+end = time.monotonic() + 120  # a failed test never touches ``go``: leave anyway (the keeper follows)
+while not os.path.exists(go) and time.monotonic() < end:
+    time.sleep(0.02)
+try:
+    print("late line from the daemon", flush=True)
+    outcome = "wrote"
+except BrokenPipeError:
+    outcome = "EPIPE"
+with open(side, "w") as fh:
+    fh.write(outcome)
+"""
+
+LEAVES_A_DAEMON = """
+import subprocess, sys
+subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2], sys.argv[3]], start_new_session=True)
+print("bye", flush=True)
+"""
+
+
+def _wait_for(check: Any, what: str, limit: float = 60) -> None:
+    end = time.monotonic() + limit
+    while not check():
+        assert time.monotonic() < end, f"never happened: {what}"
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
-def test_a_grandchild_holding_the_output_open_does_not_keep_the_recorder_alive(tmp_path: Path) -> None:
-    start = time.monotonic()
-    res = run(tmp_path, "sh", "-c", "sleep 30 & echo bye")
-    assert res.returncode == 0 and res.stdout == b"bye\n"
-    assert time.monotonic() - start < 15
-    m = manifest(tmp_path)
-    assert m["status"] == "finished"
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(m["child_pid"], signal.SIGKILL)  # the orphaned sleep is still in the child's process group
+def test_a_daemon_the_child_leaves_writing_to_stdout_lives_on(tmp_path: Path) -> None:
+    """The child forks a daemon that keeps its stdout and writes later: the recorder ends with the child
+    (exit status, finished manifest), and the daemon's later line still reaches the same file and the
+    bundle, its write never failing (without the keeper it died of SIGPIPE once the recorder left)."""
+    go, side, log = tmp_path / "go", tmp_path / "side", tmp_path / "out.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(recorder_argv(tmp_path / "out", PY, "-c", LEAVES_A_DAEMON, DAEMON, str(go), str(side)),
+                                stdout=fh, stderr=subprocess.STDOUT, env=env(), stdin=subprocess.DEVNULL)
+        assert proc.wait(timeout=60) == 0  # the daemon has not written yet: it waits for ``go``
+    m = manifest(tmp_path / "out")
+    assert m["status"] == "finished" and m["exit_code"] == 0
+    assert "(python" in m["sources"]["stdout"]["held_open"] and "keeper" in m["sources"]["stdout"]["held_open"]
+    go.touch()
+    _wait_for(side.exists, "the daemon wrote its outcome")
+    _wait_for(lambda: side.read_text() != "", "the outcome is complete")
+    assert side.read_text() == "wrote"
+    stdout_log = bundle(tmp_path / "out") / "stdout.log"
+    _wait_for(lambda: b"late line" in stdout_log.read_bytes(), "the keeper appended the daemon's line")
+    assert log.read_bytes().count(b"bye\n") == 1 and b"late line from the daemon\n" in log.read_bytes()
+    assert stdout_log.read_bytes() == b"bye\nlate line from the daemon\n"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from leftovers import no_leftovers  # noqa: F401  (a fixture)
-from recorder_helpers import bundle, env, jsonl, manifest, run
+from recorder_helpers import bundle, env, jsonl, manifest, run, wait_in_bundle
 
 from forensics.record import deadline
 from forensics.record.platform.posix import PosixPlatform
@@ -183,7 +183,8 @@ def test_record_with_the_page_handed_over_by_path_end_to_end(tmp_path: Path) -> 
     sampler is left."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    res = run(tmp_path / "out", PY, "-c", "import time; time.sleep(1.5); print('done'); raise SystemExit(3)",
+    child = wait_in_bundle("nvml-events.jsonl", "unresponsive", then="print('done'); raise SystemExit(3)\n")
+    res = run(tmp_path / "out", PY, "-c", child,
               FORENSICS_NVML_PAGE="path", FORENSICS_FAKE_NVML="hang:after=0.5", FORENSICS_NVML_DEADLINE_S="0.3",
               TMPDIR=str(tmp))
     assert res.returncode == 3 and res.stdout == b"done\n"

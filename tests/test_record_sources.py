@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from recorder_helpers import bundle, env, jsonl, manifest, read_until, recorder_argv, run
+from recorder_helpers import bundle, env, jsonl, manifest, read_until, recorder_argv, run, wait_in_bundle
 
 from forensics.analysis import analyze
 from forensics.ingest.bundle import IDX_MAGIC, receipt_lookup
@@ -55,7 +55,7 @@ def test_real_nvml_path_without_a_driver_is_clean(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_samples_are_written_and_parsed(tmp_path: Path) -> None:
-    res = run(tmp_path, PY, "-c", "import time; time.sleep(1.5)")
+    res = run(tmp_path, PY, "-c", wait_in_bundle("nvml.jsonl", "\n", count=12))
     assert res.returncode == 0
     b = bundle(tmp_path)
     header, *ticks = jsonl(b / "nvml.jsonl")
@@ -75,7 +75,8 @@ def test_samples_are_written_and_parsed(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_hanging_nvml_call_is_an_event_and_the_sampler_is_replaced(tmp_path: Path) -> None:
     flag = tmp_path / "hung-once"
-    res = run(tmp_path / "out", PY, "-c", "import time; time.sleep(4); print('done')",
+    child = wait_in_bundle("nvml-events.jsonl", "recovered", then="print('done')\n")
+    res = run(tmp_path / "out", PY, "-c", child,
               FORENSICS_FAKE_NVML=f"hang:after=0.3,once={flag}", FORENSICS_NVML_DEADLINE_S="0.5")
     assert res.returncode == 0 and res.stdout == b"done\n"
     events = jsonl(bundle(tmp_path / "out") / "nvml-events.jsonl")
@@ -102,7 +103,8 @@ def test_a_driver_that_stays_wedged_never_holds_up_the_run(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_xid_event_from_nvml(tmp_path: Path) -> None:
-    res = run(tmp_path, PY, "-c", "import time; time.sleep(1.5)", FORENSICS_FAKE_NVML="xid:after=0.2,xid=43")
+    res = run(tmp_path, PY, "-c", wait_in_bundle("nvml-events.jsonl", '"xid"'),
+              FORENSICS_FAKE_NVML="xid:after=0.2,xid=43")
     assert res.returncode == 0
     [xid] = [e for e in jsonl(bundle(tmp_path) / "nvml-events.jsonl") if e.get("type") == "xid"]
     assert xid["xid"] == 43 and xid["pci"] == "0000:3b:00.0"

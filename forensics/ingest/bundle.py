@@ -164,6 +164,9 @@ def read_bundle_files(path: Path, limits: Limits) -> Iterator[InputFile]:
 
     manifest = read_manifest(path) or {}
     warning = _version_warning(str(path), manifest)
+    from forensics.secret_values import learn_bundle
+
+    learn_bundle(path)  # what the recorder classed as secret is redacted in everything shown from here on
 
     def sibling(rel: str) -> bytes | None:
         try:

@@ -27,8 +27,11 @@ from typing import Any
 
 from forensics.errors import UsageError
 from forensics.ingest.bundle import IDX_MAGIC
-from forensics.lazy_re import lazy_compile
-from forensics.secrets import REDACTED, has_secret, mask_text, redact_text
+from forensics.postmortem.anonymize import Anonymizer, known_names
+from forensics.postmortem.redact_blob import redact_blob, redact_name, redact_with_starts
+from forensics.secret_values import FILE as VALUES_FILE
+from forensics.secret_values import learn_bundle
+from forensics.secrets import REDACTED
 
 __all__ = ["Anonymizer", "PackResult", "downsample_nvml", "pack", "parse_size", "redact_bytes"]
 
@@ -36,9 +39,6 @@ ROOT = "case"
 _RECEIPT = struct.Struct("<QQ")
 _MAX_FILE = 1 << 30
 _MAX_FILES = 20_000
-_IPV4 = lazy_compile(r"(?<![\d.])(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}(?![\d.])")
-_HOME = lazy_compile(r"(?P<pre>/home/|/Users/|/u/|C:\\\\?Users\\\\?)(?P<user>[A-Za-z0-9._-]+)")
-_KEEP_IPS = frozenset({"0.0.0.0", "127.0.0.1", "255.255.255.255"})
 
 
 def parse_size(text: str) -> int:
@@ -49,75 +49,12 @@ def parse_size(text: str) -> int:
     return int(float(m[1]) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m[2].lower()])
 
 
-def _words(names: dict[str, str], after: str) -> re.Pattern[str] | None:
-    """One regex for whole-word occurrences of ``names`` (longest first)."""
-    if not names:
-        return None
-    ordered = sorted(names, key=len, reverse=True)
-    return re.compile(r"(?<![A-Za-z0-9_-])(?:" + "|".join(map(re.escape, ordered)) + ")" + after)
-
-
-class Anonymizer:
-    """Consistent pseudonyms for host names, user names and IPv4 addresses across every file."""
-
-    def __init__(self, hosts: set[str], users: set[str]) -> None:
-        self.hosts = {h: f"host-{i:02d}" for i, h in enumerate(sorted(h for h in hosts if len(h) >= 2), 1)}
-        self.users = {u: f"user{i}" for i, u in enumerate(sorted(u for u in users if len(u) >= 2), 1)}
-        self.ips: dict[str, str] = {}
-        self._host_re = _words(self.hosts, r"(?![A-Za-z0-9_])")
-        self._user_re = _words(self.users, r"(?![A-Za-z0-9_-])")
-
-    def _ip(self, m: re.Match[str]) -> str:
-        ip = m.group(0)
-        if ip in _KEEP_IPS:
-            return ip
-        if ip not in self.ips:
-            n = len(self.ips) + 1
-            self.ips[ip] = f"192.0.2.{n}" if n < 255 else f"198.51.100.{n % 254 + 1}"  # documentation ranges
-        return self.ips[ip]
-
-    def apply(self, text: str, counts: Counter[str]) -> str:
-        def count(kind: str, repl: str) -> str:
-            counts[kind] += 1
-            return repl
-
-        text = _HOME.sub(lambda m: count("home-path", m["pre"] + self.users.get(m["user"], "user")), text)
-        if self._host_re is not None:
-            text = self._host_re.sub(lambda m: count("hostname", self.hosts[m.group(0)]), text)
-        if self._user_re is not None:
-            text = self._user_re.sub(lambda m: count("user-name", self.users[m.group(0)]), text)
-        def ip(m: re.Match[str]) -> str:
-            new = self._ip(m)
-            if new != m.group(0):
-                counts["ip-address"] += 1
-            return new
-
-        return _IPV4.sub(ip, text)
-
-
-def _redact_line(line: str, counts: Counter[str], anon: Anonymizer | None) -> str:
-    line = redact_text(line, counts)[0]
-    return anon.apply(line, counts) if anon is not None else line
-
-
 def redact_bytes(raw: bytes, counts: Counter[str],
                  anon: Anonymizer | None = None) -> tuple[bytes, list[tuple[int, int]]]:
-    """Redact text line by line (bytes that are not UTF-8 survive as they were). Returns the new bytes
+    """Redact UTF-8 text as a whole (bytes that are not UTF-8 survive as they were). Returns the new bytes
     and, per line, (old start offset, new start offset) for rewriting receipt indexes — empty when
-    nothing changed (the common case for a big log: one search over the whole text decides)."""
-    if anon is None and not has_secret(raw.decode("utf-8", "surrogateescape")):
-        return raw, []
-    out = io.BytesIO()
-    starts: list[tuple[int, int]] = []
-    pos = 0
-    for piece in raw.splitlines(keepends=True):
-        starts.append((pos, out.tell()))
-        text = piece.decode("utf-8", "surrogateescape")
-        new = _redact_line(text, counts, anon)
-        out.write(new.encode("utf-8", "surrogateescape"))
-        pos += len(piece)
-    starts.append((pos, out.tell()))
-    return out.getvalue(), starts
+    nothing changed."""
+    return redact_with_starts(raw, counts, anon)
 
 
 def _remap_index(idx: bytes, starts: list[tuple[int, int]]) -> bytes:
@@ -299,38 +236,6 @@ def _kind(name: str, raw: bytes) -> str:
     return "text"
 
 
-def _known_names(files: list[tuple[str, Path]]) -> tuple[set[str], set[str]]:
-    hosts: set[str] = set()
-    users: set[str] = set()
-    for name, path in files:
-        base = name.rsplit("/", 1)[-1]
-        if base not in ("manifest.json", "system.json", "env.json", "nvml.jsonl"):
-            continue
-        try:
-            if base == "nvml.jsonl":
-                with path.open("rb") as fh:
-                    head = json.loads(fh.readline() or b"{}")
-                data = head if isinstance(head, dict) else {}
-            else:
-                data = json.loads(path.read_bytes())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict):
-            continue
-        for key in ("host", "hostname", "HOSTNAME"):
-            if isinstance(data.get(key), str):
-                hosts.add(data[key].split(".")[0])
-                hosts.add(data[key])
-        for key in ("USER", "LOGNAME", "USERNAME", "SUDO_USER"):
-            if isinstance(data.get(key), str):
-                users.add(data[key])
-        for value in (data.get("cwd"), data.get("HOME")):
-            if isinstance(value, str) and (m := _HOME.search(value)):
-                users.add(m["user"])
-    users -= {"root"}
-    return hosts, users
-
-
 def _redact_json_file(name: str, raw: bytes, counts: Counter[str]) -> bytes:
     """The recorder's own name-based rules again on env/command/manifest (older bundles, hand edits)."""
     from forensics.record.redact import redact_argv, redact_env
@@ -368,7 +273,7 @@ def _prepare(files: list[tuple[str, Path]], anon: Anonymizer | None, counts: Cou
             raise UsageError(f"{path}: larger than {_MAX_FILE >> 20} MiB; not packed")
         raw = path.read_bytes()
         kind = _kind(name, raw)
-        new_name = anon.apply(name, Counter()) if anon is not None else name
+        new_name = redact_name(name, counts, anon)
         if kind == "idx":
             idx_later.append(Member(new_name, raw, st.st_mtime, kind))
             continue
@@ -377,11 +282,10 @@ def _prepare(files: list[tuple[str, Path]], anon: Anonymizer | None, counts: Cou
                 inner = gzip.decompress(raw)
             except (OSError, EOFError):
                 inner = b""
-            body, _ = redact_bytes(inner, counts, anon)
-            members.append(Member(new_name, body, st.st_mtime, kind))
+            members.append(Member(new_name, redact_blob(new_name, inner, counts, anon), st.st_mtime, kind))
             continue
         if kind == "binary":
-            members.append(Member(new_name, _redact_binary(raw, counts), st.st_mtime, kind))
+            members.append(Member(new_name, redact_blob(new_name, raw, counts, anon), st.st_mtime, kind))
             continue
         if name.endswith(".json"):
             raw = _redact_json_file(name, raw, counts)
@@ -393,16 +297,6 @@ def _prepare(files: list[tuple[str, Path]], anon: Anonymizer | None, counts: Cou
         log_starts = starts_of.get(log)
         members.append(Member(m.name, _remap_index(m.raw, log_starts) if log_starts else m.raw, m.mtime, "idx"))
     return members
-
-
-def _redact_binary(raw: bytes, counts: Counter[str]) -> bytes:
-    """Secrets inside a binary file (a flight-recorder pickle) replaced by as many ``*`` — the length
-    stays, so length-prefixed strings stay valid."""
-    masked, local = mask_text(raw.decode("latin-1"))
-    if not local:
-        return raw
-    counts.update(local)
-    return masked.encode("latin-1")
 
 
 def _build(members: list[Member], redactions: str, factor: int) -> bytes:
@@ -435,8 +329,9 @@ def _redactions_text(counts: Counter[str], anon: Anonymizer | None, factor: int,
         lines.append("no secret-shaped value was found")
     if anon is not None:
         lines += ["", "anonymized (consistent pseudonyms in every file and member name):",
-                  f"host names: {len(anon.hosts)}", f"user names: {len(anon.users)}",
-                  f"IPv4 addresses: {len(anon.ips)}"]
+                  f"host names: {len(anon.hosts) + len(anon.domains)}", f"user names: {len(anon.users)}",
+                  f"e-mail addresses: {len(anon.emails)}", f"IP addresses: {len(anon.ips) + len(anon.ips6)}",
+                  f"MAC addresses: {len(anon.macs)}"]
     if factor > 1:
         lines += ["", f"NVML series (nvml*.jsonl) downsampled 1:{factor} to fit --max-size "
                       "(each kept tick is a full keyframe; memory is the peak of the ticks it stands for)."]
@@ -448,7 +343,11 @@ def pack(paths: list[str], out: Path, anonymize: bool = False, max_size: int | N
     files = _collect(paths)
     if not files:
         raise UsageError("nothing to pack")
-    anon = Anonymizer(*_known_names(files)) if anonymize else None
+    for _name, path in files:  # the values each bundle's recorder classed as secret (keyed hashes)
+        if path.name == VALUES_FILE and path.parent.name == "host":
+            learn_bundle(path.parent.parent)
+    files = [(n, p) for n, p in files if not (p.name == VALUES_FILE and p.parent.name == "host")]
+    anon = Anonymizer(*known_names(files)) if anonymize else None
     counts: Counter[str] = Counter()
     members = _prepare(files, anon, counts)
     factor = 1
