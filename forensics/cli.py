@@ -107,7 +107,9 @@ def _status(analysis: Analysis, say: bool = True) -> int:
         return EXIT_FAILURE_FOUND
     if all(s.kind in ("unreadable", "binary", "empty") for s in analysis.sources):
         if say:
-            sys.stderr.write("forensics: nothing readable in the inputs\n")
+            from forensics.text_report import nothing_readable
+
+            sys.stderr.write(f"forensics: {nothing_readable(analysis)}\n")
         return EXIT_USAGE
     unreadable = any(s.kind in ("unreadable", "binary") for s in analysis.sources)
     return EXIT_PARTIAL if unreadable else EXIT_OK
@@ -140,20 +142,22 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     groups = _plan(args, "each" if args.each else "merge" if args.merge else "newest")
     if not args.each:
         analysis = _run_analysis(groups[0], args, options)
+        status = _status(analysis)
+        if status == EXIT_USAGE:  # nothing readable: the one line on stderr, no report that reads as healthy
+            return status
         if args.format == "json":
             sys.stdout.write(dumps(analysis) + "\n")
         else:
             write_report(render_text(analysis, full=args.all), sys.stdout)
-        return _status(analysis)
+        return status
     return _analyze_each(groups, args, options)
 
 
 def _analyze_each(groups: list[list[str]], args: argparse.Namespace, options: Options) -> int:
     """``--each``: one analysis per bundle (or path), one summary line each (text) or one entry each (JSON)."""
-    import json
-
     from forensics.analysis import JSON_VERSION, to_json_dict
     from forensics.colour import write_report
+    from forensics.escape import json_dumps
 
     statuses: list[int] = []
     runs: list[dict[str, object]] = []
@@ -166,7 +170,7 @@ def _analyze_each(groups: list[list[str]], args: argparse.Namespace, options: Op
         else:
             lines.append(_summary_line(" ".join(group), analysis))
     if args.format == "json":
-        sys.stdout.write(json.dumps({"version": JSON_VERSION, "runs": runs}, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_dumps({"version": JSON_VERSION, "runs": runs}, indent=2) + "\n")
     else:
         write_report("\n".join(lines) + f"\n{len(groups)} run(s) analyzed one by one; "
                      "forensics analyze BUNDLE for the whole report of one\n", sys.stdout)
@@ -252,8 +256,12 @@ examples:
 exit status:
   0  no failure found
   1  a failure was found (with --each: in at least one run)
-  2  bad usage, or nothing readable in the inputs
+  2  bad usage, nothing readable in the inputs (one line on stderr, nothing on stdout),
+     or a filter (--host, --rank, --since, --until) that matched nothing (the line says what exists)
   3  no failure found, but some inputs could not be read
+
+A folder is read for its logs: source code, Markdown/README, TOML/YAML/JSON configs and images
+found in it are skipped and counted (name a file to read it anyway).
 """
 EPILOG_RECORD = """\
 exit status: the child's own (128+N when signal N killed it); 2 when the recording
@@ -263,7 +271,8 @@ at the start and the end when stderr is a terminal (--announce: always; --quiet:
 EPILOG_OPEN = """\
 exit status:
   0  the UI was closed
-  2  bad usage, or the inputs could not be analyzed
+  2  bad usage, nothing readable in the inputs (the one line, no UI), a filter that matched
+     nothing, the inputs could not be analyzed, or the UI itself failed
 """
 EPILOG_EVAL = """\
 Each case is a folder with case.toml (the primary signature wanted) and its logs.
