@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,8 +72,21 @@ def _client(scheduler: str | None, workers: int) -> Iterator[Any]:
     try:
         yield client
     finally:
-        client.close()
-        cluster.close()
+        _shut_down(client, cluster)
+
+
+def _shut_down(client: Any, cluster: Any) -> None:
+    """Workers first, then the scheduler: a worker whose scheduler closed under it logs a
+    ``CommClosedError`` traceback from its next heartbeat (issue 24: printed at every run's end)."""
+    with suppress(Exception):
+        client.retire_workers(close_workers=True, remove=True)
+    with suppress(Exception):
+        cluster.scale(0)
+        deadline = time.monotonic() + 10
+        while cluster.workers and time.monotonic() < deadline:
+            time.sleep(0.05)
+    client.close()
+    cluster.close()
 
 
 def default_workers() -> int:
@@ -86,7 +100,8 @@ def _partition_size(n: int, workers: int) -> int:
     return max(1, min(16, n // max(1, workers * 8)))
 
 
-def _lost(ids: Sequence[tuple[int, str]], why: str) -> list[dict[str, Any]]:
+def lost_rows(ids: Sequence[tuple[int, str]], why: str) -> list[dict[str, Any]]:
+    """An error row for each (input id, path) whose result never came back."""
     from forensics.fleet.tasks import _input_row
 
     out = []
@@ -124,7 +139,7 @@ def run_fleet(paths: Sequence[str], options: dict[str, Any], scheduler: str | No
             try:
                 results = future.result()
             except Exception as exc:  # a worker died or the task could not run: its inputs become error rows
-                results = _lost(which[future.key], f"{type(exc).__name__}: {exc}")
+                results = lost_rows(which[future.key], f"{type(exc).__name__}: {exc}")
             on_results(list(results))
             future.release()
     return run
