@@ -60,14 +60,15 @@ def _one_line(value: Any) -> str:
     return " ".join(terminal(str(value), one_line=True).split())
 
 
-def md_text(value: Any) -> str:
-    """``value`` as inline Markdown text that renders as itself on GitHub, in a paragraph, a heading or a
-    table cell: one line; every character with a Markdown or HTML meaning escaped (a ``|`` too, so a cell
-    stays one cell); no autolink, mention or issue reference."""
+def md_text(value: Any, line_start: bool = True) -> str:
+    """``value`` as inline Markdown text that renders as itself on GitHub, in a paragraph, a heading, a
+    quote, a list item or a table cell: one line; every character with a Markdown or HTML meaning escaped
+    (a ``|`` too, so a cell stays one cell); no autolink, mention or issue reference. ``line_start=False``
+    (a table cell, never at a line's start): a leading ``1.``, ``-`` or ``>`` is left as it is."""
     text = _INLINE.sub(r"\\\1", _one_line(value))
     text = _REFERENCE.sub(lambda m: m.group(1) + WORD_JOINER, text)
     text = _WWW.sub(r"\1\\.", _SCHEME.sub("\\:", text))
-    m = _LEADING.match(text)
+    m = _LEADING.match(text) if line_start else None
     if m:
         text = (m.group(1) + "\\" + m.group(2) if m.group(1) else "\\" + text[0]) + text[m.end():]
     return text

@@ -480,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.command}: {result.line()} in {time.monotonic() - start:.0f} s; peak RSS {peak} MiB "
           f"(largest child {children} MiB)")
     for name, tb in result.crashes[:20]:
-        print(f"--- crash {name}\n{tb}")
+        tail = tb if len(tb) < 4000 else "…\n" + tb[-4000:]  # a RecursionError is thousands of frames
+        print(f"--- crash {name}\n{tail}")
     for name, secs in result.hangs[:20]:
         print(f"--- hang {name} ({secs:.1f} s)")
     return 1 if result.crashes or result.hangs else 0

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,26 +66,27 @@ def _client(scheduler: str | None, workers: int) -> Iterator[Any]:
             client.close()
         return
     cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.ERROR)
+                                       dashboard_address=None, silence_logs=logging.CRITICAL)
     client = distributed.Client(cluster)
     try:
         yield client
     finally:
-        _shut_down(client, cluster)
+        client.close()
+        cluster.close()
 
 
-def _shut_down(client: Any, cluster: Any) -> None:
-    """Workers first, then the scheduler: a worker whose scheduler closed under it logs a
-    ``CommClosedError`` traceback from its next heartbeat (issue 24: printed at every run's end)."""
-    with suppress(Exception):
-        client.retire_workers(close_workers=True, remove=True)
-    with suppress(Exception):
-        cluster.scale(0)
-        deadline = time.monotonic() + 10
-        while cluster.workers and time.monotonic() < deadline:
-            time.sleep(0.05)
-    client.close()
-    cluster.close()
+#: Dask's own loggers in this process and, through the environment, in its worker processes. A worker
+#: whose scheduler closes first logs a CommClosedError traceback from its next heartbeat, a nanny a
+#: CancelledError one — at every run's end (issue 24); what matters of a worker's failure comes back
+#: as the error row of its inputs, so only Dask's critical lines are printed.
+_QUIET_DASK = {"DASK_LOGGING__DISTRIBUTED": "critical"}
+
+
+def _quiet_dask_logs() -> None:
+    for name, value in _QUIET_DASK.items():
+        os.environ.setdefault(name, value)
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def default_workers() -> int:
@@ -117,6 +117,7 @@ def run_fleet(paths: Sequence[str], options: dict[str, Any], scheduler: str | No
               on_results: Callable[[list[dict[str, Any]]], None]) -> Run:
     """Analyse every path (one task each) and hand each partition's results to ``on_results`` as they
     arrive (in the caller's process). Returns where it ran."""
+    _quiet_dask_logs()  # before distributed is imported here and in the workers it starts
     import dask.bag as db
     import distributed
 

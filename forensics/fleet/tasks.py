@@ -45,9 +45,11 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
 
 
 def _bundles_under(root: Path) -> Iterator[str]:
+    """Bundle folders under ``root``; a folder whose ``manifest.json`` is not a manifest (a FIFO, a link
+    to ``/dev/zero``, not JSON) is one too: it becomes an input, and its row says why it is broken."""
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
-        if MANIFEST in filenames and read_manifest(Path(dirpath)) is not None:
+        if MANIFEST in filenames:
             dirnames[:] = []  # a bundle's own subfolders hold no other bundle
             yield dirpath
 
@@ -200,7 +202,9 @@ def analyze_one(input_id: int, path: str, options: dict[str, Any] | None = None)
     _warm(options)
     started = time.perf_counter()
     try:
-        return dict(run_isolated(_analyze_here, (input_id, path, options), options.get("deadline_s", DEADLINE_S)))
+        result = dict(run_isolated(_analyze_here, (input_id, path, options), options.get("deadline_s", DEADLINE_S)))
+        result["input"]["worker"] = _input_row(input_id, path)["worker"]  # the worker, not its forked child
+        return result
     except (TimedOut, Died) as exc:
         row = _input_row(input_id, path)
         row["error"] = f"{type(exc).__name__}: {exc}"[:500]
@@ -263,6 +267,7 @@ def _analyze_here(input_id: int, path: str, options: dict[str, Any]) -> dict[str
             "warnings": [str(w)[:300] for w in analysis.warnings[:20]],
         })
         findings = _finding_rows(input_id, path, analysis, gpus, hosts[0] if len(hosts) == 1 else None)
+        row["error"] = _unusable(path, analysis)
     except OSError as exc:
         row["error"] = f"{path}: {exc.strerror or exc}"[:500]
         findings, gpus = [], []
@@ -275,6 +280,25 @@ def _analyze_here(input_id: int, path: str, options: dict[str, Any]) -> dict[str
     from forensics.fleet.store import clip_result
 
     return clip_result({"input": row, "findings": findings, "gpus": gpus})
+
+
+def _unusable(path: str, analysis: Any) -> str | None:
+    """Why an input could not be analysed although nothing raised: nothing in it was readable (the
+    line ``analyze`` says), or a bundle folder whose manifest is not one."""
+    from forensics.text_report import nothing_readable, readable
+
+    if not readable(analysis):
+        return nothing_readable(analysis)[:500]
+    manifest = Path(path) / MANIFEST
+    if os.path.lexists(manifest) and read_manifest(Path(path)) is None:
+        from forensics.ingest.reader import describe_mode
+
+        try:
+            what = describe_mode(os.stat(manifest).st_mode)
+        except OSError as exc:
+            what = exc.strerror or str(exc)
+        return f"{manifest}: not a bundle manifest ({what}); the folder was read as plain logs"[:500]
+    return None
 
 
 def _int(value: Any) -> int | None:

@@ -85,7 +85,8 @@ class BundleFacts:
         data = self.json("gpus.json")
         paths = self._peer_paths()
         rows: list[GpuRow] = []
-        for g in (data or {}).get("gpus", []) if isinstance(data, dict) else []:
+        listed = data.get("gpus") if isinstance(data, dict) else None
+        for g in listed[:1024] if isinstance(listed, list) else []:
             if not isinstance(g, dict):
                 continue
             gen, width = g.get("pcie_gen"), g.get("pcie_width")

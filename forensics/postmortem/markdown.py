@@ -28,12 +28,12 @@ SPARK_WIDTH = 48
 _URL = re.compile(r"https?://[^\s<>\"'`\\]+")
 
 
-def cell(value: Any) -> str:
-    """A table cell or inline text: one line, every Markdown and HTML metacharacter escaped, no
-    autolink (:func:`forensics.escape.md_text`); empty as an en dash."""
+def cell(value: Any, line_start: bool = True) -> str:
+    """Inline text or (``line_start=False``) a table cell: one line, every Markdown and HTML
+    metacharacter escaped, no autolink (:func:`forensics.escape.md_text`); empty as an en dash."""
     if value is None or value == "":
         return "–"
-    return md_text(value) or "–"
+    return md_text(value, line_start) or "–"
 
 
 def code(value: Any, in_table: bool = True) -> str:
@@ -42,8 +42,8 @@ def code(value: Any, in_table: bool = True) -> str:
 
 
 def table(head: list[str], rows: list[list[Any]]) -> list[str]:
-    out = ["| " + " | ".join(cell(h) for h in head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    out += ["| " + " | ".join(c if isinstance(c, _Raw) else cell(c) for c in row) + " |" for row in rows]
+    out = ["| " + " | ".join(cell(h, False) for h in head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    out += ["| " + " | ".join(c if isinstance(c, _Raw) else cell(c, False) for c in row) + " |" for row in rows]
     return out + [""]
 
 
@@ -206,7 +206,8 @@ def _hardware(data: dict[str, Any], topology: bool) -> list[str]:
         if len(hw) > 1:
             out += [f"**{cell(h['host'])}** ({code(h['bundle'], False)})", ""]
         rows = [[g["index"], g["name"], _mib(g.get("mem_total_mib")), g.get("pci"), g.get("link"),
-                 ("**degraded** " if g.get("degraded") else "") + (g.get("note") or ("ok" if g.get("link") else ""))]
+                 _Raw(("**degraded** " if g.get("degraded") else "")
+                      + cell(g.get("note") or ("ok" if g.get("link") else ""), False))]
                 for g in h.get("gpus", [])]
         if rows:
             out += table(["GPU", "model", "VRAM", "PCI", "PCIe now (max)", "link"], rows)
