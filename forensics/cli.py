@@ -89,7 +89,9 @@ def _plan(args: argparse.Namespace, mode: str) -> list[list[str]]:
 
     p = plan(args.paths, mode)
     for notice in p.notices:
-        sys.stderr.write(f"forensics: {notice}\n")
+        from forensics.escape import terminal
+
+        sys.stderr.write(f"forensics: {terminal(notice, one_line=True)}\n")  # bundle folder names are input
     return p.groups
 
 
@@ -434,8 +436,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _import_analyzer()
     try:
         return int(args.func(args))
-    except ForensicsError as exc:
-        sys.stderr.write(f"forensics: {exc}\n")
+    except ForensicsError as exc:  # one line, whatever an input put in it (a host name from a filter's answer)
+        from forensics.escape import terminal
+
+        sys.stderr.write(f"forensics: {terminal(str(exc), one_line=True)}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
