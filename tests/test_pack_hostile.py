@@ -102,3 +102,15 @@ def test_a_member_over_its_cap_is_left_out_not_the_whole_pack(tmp_path: Path, mo
     result = pack([str(b)], tmp_path / "case.tar.gz")
     assert any("big.log: left out: larger than 1 MiB" in n for n in result.notes)
     assert "case/b/manifest.json" in _members(tmp_path / "case.tar.gz")
+
+
+def test_a_lone_surrogate_and_a_name_that_is_not_utf8_pack(tmp_path: Path) -> None:
+    """Found by fuzzing: an env.json holding ``"\\ud800"`` beside a secret (rewritten after redaction)
+    was a UnicodeEncodeError; a file name of bytes that are not UTF-8 could not be listed."""
+    b = bundle(tmp_path, "b")
+    (b / "host" / "env.json").write_text('{"HF_TOKEN": "hf_Q7pX2mN9vB4kL8sD3fG6hJ1wE5rT0yU", "X": "\\ud800"}')
+    os.close(os.open(os.fsencode(b) + b"/bad\xff.log", os.O_CREAT | os.O_WRONLY, 0o644))
+    result = pack([str(b)], tmp_path / "case.tar.gz")
+    members = _members(tmp_path / "case.tar.gz")
+    assert "case/b/bad_.log" in members and b"hf_Q7pX" not in members["case/b/host/env.json"]
+    assert result.files == len(members)

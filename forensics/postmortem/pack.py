@@ -28,7 +28,7 @@ from typing import Any
 
 from forensics.errors import UsageError
 from forensics.ingest.bundle import IDX_MAGIC
-from forensics.ingest.reader import Budget, Limits, gunzip
+from forensics.ingest.reader import Budget, Limits, gunzip, loads_bounded
 from forensics.lazy_re import lazy_compile
 from forensics.secrets import REDACTED, has_secret, mask_text, redact_text
 
@@ -179,8 +179,8 @@ def downsample_nvml(raw: bytes, factor: int) -> bytes:
 
     for text in raw.decode("utf-8", "replace").splitlines():
         try:
-            obj = json.loads(text)
-        except ValueError:
+            obj = loads_bounded(text)
+        except (ValueError, RecursionError):
             continue
         if not isinstance(obj, dict):
             continue
@@ -266,12 +266,13 @@ def _unique(p: Path, used: set[str]) -> str:
     return f"{member_name(full.name)}-{n}"
 
 
-_UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f\\\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f\\\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def member_name(part: str) -> str:
     """One path component as a member name: backslashes (a separator to Windows tools), control
-    characters, newlines and bidi controls each an ``_``; ``.``/``..`` and an empty name are never one."""
+    characters, newlines, bidi controls and bytes that are not UTF-8 each an ``_``; ``.``/``..`` and an
+    empty name are never one."""
     name = _UNSAFE_NAME.sub("_", part)
     return name if name not in ("", ".", "..") else name.replace(".", "_") or "_"
 
@@ -365,8 +366,8 @@ def _redact_json_file(name: str, raw: bytes, counts: Counter[str]) -> bytes:
 
     base = name.rsplit("/", 1)[-1]
     try:
-        data = json.loads(raw)
-    except ValueError:
+        data = loads_bounded(raw)  # (a document nested deeper than 64 is left as it is, unparsed)
+    except (ValueError, RecursionError):
         return raw
     if not isinstance(data, dict):
         return raw
@@ -383,7 +384,11 @@ def _redact_json_file(name: str, raw: bytes, counts: Counter[str]) -> bytes:
             data[key] = red_argv
     if json.dumps(data, sort_keys=True) == before:
         return raw
-    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate the file escaped: escaped again
+        return (json.dumps(data, indent=2) + "\n").encode()
 
 
 def _inodes(files: list[Source]) -> Counter[tuple[int, int]]:
