@@ -7,7 +7,6 @@ can never disagree.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -231,7 +230,12 @@ def analyze(paths: Sequence[str], options: Options | None = None,
         parse_share = 1.0 - READ_SHARE
     sources: list[SourceReport] = []
     per_source: list[tuple[list[Event], list[MetricSample]]] = []
+    notes: list[str] = []
+    not_logs: Counter[str] = Counter()
     for item in expand_inputs(paths, options.limits, meter):
+        if item.notice or (item.walked and _not_a_log(item, not_logs)):
+            notes += item.warnings if item.notice else []
+            continue
         if progress:
             progress(item.display)
         if meter is not None:
@@ -246,8 +250,28 @@ def analyze(paths: Sequence[str], options: Options | None = None,
         timeline = options.timeline_filter.apply(timeline)
     findings, verdict = match.diagnose(timeline, signatures, options.max_evidence)
     attach_output_tail(verdict.root_cause, lambda bundle: output_tail(sources, bundle))
-    warnings = [w for s in sources for w in s.warnings] + verdict.warnings
+    if not_logs:
+        notes.append(skipped_note(not_logs))
+    warnings = notes + [w for s in sources for w in s.warnings] + verdict.warnings
     return Analysis(sources, timeline, findings, verdict, warnings)
+
+
+def _not_a_log(item: InputFile, counts: Counter[str]) -> bool:
+    """A file found in a folder that is not a log (forensics/parsers/common/log_files.py), counted."""
+    from forensics.parsers.common.log_files import not_a_log
+
+    label = not_a_log(item.display, item.raw[:65536])
+    if label is not None:
+        counts[label] += 1
+    return label is not None
+
+
+def skipped_note(counts: Counter[str]) -> str:
+    """``skipped 14 files that are not logs: 9 .py, 3 .md, …; name them to read them``."""
+    n = sum(counts.values())
+    kinds = ", ".join(f"{c} {label}" for label, c in counts.most_common(6)) + (", …" if len(counts) > 6 else "")
+    return f"skipped {n} file{'s' if n != 1 else ''} that {'are' if n != 1 else 'is'} not logs: {kinds}; " \
+           "name them to read them"
 
 
 def output_tail(sources: Sequence[SourceReport], bundle: str, n: int = 20) -> dict[str, list[str]]:
@@ -393,4 +417,11 @@ def _timeline_summary(timeline: Timeline) -> dict[str, Any]:
 
 
 def dumps(analysis: Analysis) -> str:
-    return json.dumps(to_json_dict(analysis), indent=2, ensure_ascii=False)
+    """Strict JSON (``forensics.escape.json_dumps``): a non-finite number (a manifest's 1e999) is
+    ``null``, and a warning names where."""
+    from forensics.escape import finite, json_dumps
+
+    notes: list[str] = []
+    data = finite(to_json_dict(analysis), notes)
+    data["warnings"] += [f"not a finite number, written as null: {n}" for n in notes[:20]]
+    return json_dumps(data, indent=2)

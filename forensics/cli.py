@@ -89,7 +89,9 @@ def _plan(args: argparse.Namespace, mode: str) -> list[list[str]]:
 
     p = plan(args.paths, mode)
     for notice in p.notices:
-        sys.stderr.write(f"forensics: {notice}\n")
+        from forensics.escape import terminal
+
+        sys.stderr.write(f"forensics: {terminal(notice, one_line=True)}\n")  # bundle folder names are input
     return p.groups
 
 
@@ -107,7 +109,9 @@ def _status(analysis: Analysis, say: bool = True) -> int:
         return EXIT_FAILURE_FOUND
     if all(s.kind in ("unreadable", "binary", "empty") for s in analysis.sources):
         if say:
-            sys.stderr.write("forensics: nothing readable in the inputs\n")
+            from forensics.text_report import nothing_readable
+
+            sys.stderr.write(f"forensics: {nothing_readable(analysis)}\n")
         return EXIT_USAGE
     unreadable = any(s.kind in ("unreadable", "binary") for s in analysis.sources)
     return EXIT_PARTIAL if unreadable else EXIT_OK
@@ -139,20 +143,22 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     groups = _plan(args, "each" if args.each else "merge" if args.merge else "newest")
     if not args.each:
         analysis = _run_analysis(groups[0], args, options)
+        status = _status(analysis)
+        if status == EXIT_USAGE:  # nothing readable: the one line on stderr, no report that reads as healthy
+            return status
         if args.format == "json":
             sys.stdout.write(dumps(analysis) + "\n")
         else:
             write_report(render_text(analysis, full=args.all), sys.stdout)
-        return _status(analysis)
+        return status
     return _analyze_each(groups, args, options)
 
 
 def _analyze_each(groups: list[list[str]], args: argparse.Namespace, options: Options) -> int:
     """``--each``: one analysis per bundle (or path), one summary line each (text) or one entry each (JSON)."""
-    import json
-
     from forensics.analysis import JSON_VERSION, to_json_dict
     from forensics.colour import write_report
+    from forensics.escape import json_dumps
 
     statuses: list[int] = []
     runs: list[dict[str, object]] = []
@@ -165,7 +171,7 @@ def _analyze_each(groups: list[list[str]], args: argparse.Namespace, options: Op
         else:
             lines.append(_summary_line(" ".join(group), analysis))
     if args.format == "json":
-        sys.stdout.write(json.dumps({"version": JSON_VERSION, "runs": runs}, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_dumps({"version": JSON_VERSION, "runs": runs}, indent=2) + "\n")
     else:
         write_report("\n".join(lines) + f"\n{len(groups)} run(s) analyzed one by one; "
                      "forensics analyze BUNDLE for the whole report of one\n", sys.stdout)
@@ -260,8 +266,12 @@ examples:
 exit status:
   0  no failure found
   1  a failure was found (with --each: in at least one run)
-  2  bad usage, or nothing readable in the inputs
+  2  bad usage, nothing readable in the inputs (one line on stderr, nothing on stdout),
+     or a filter (--host, --rank, --since, --until) that matched nothing (the line says what exists)
   3  no failure found, but some inputs could not be read
+
+A folder is read for its logs: source code, Markdown/README, TOML/YAML/JSON configs and images
+found in it are skipped and counted (name a file to read it anyway).
 """
 EPILOG_RECORD = """\
 exit status: the child's own (128+N when signal N killed it); 2 when the recording
@@ -271,7 +281,8 @@ at the start and the end when stderr is a terminal (--announce: always; --quiet:
 EPILOG_OPEN = """\
 exit status:
   0  the UI was closed
-  2  bad usage, or the inputs could not be analyzed
+  2  bad usage, nothing readable in the inputs (the one line, no UI), a filter that matched
+     nothing, the inputs could not be analyzed, or the UI itself failed
 """
 EPILOG_EVAL = """\
 Each case is a folder with case.toml (the primary signature wanted) and its logs.
@@ -454,8 +465,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _import_analyzer()
     try:
         return int(args.func(args))
-    except ForensicsError as exc:
-        sys.stderr.write(f"forensics: {exc}\n")
+    except ForensicsError as exc:  # one line, whatever an input put in it (a host name from a filter's answer)
+        from forensics.escape import terminal
+
+        sys.stderr.write(f"forensics: {terminal(str(exc), one_line=True)}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

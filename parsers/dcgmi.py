@@ -26,7 +26,7 @@ _RESULT = lazy_compile(r"^(?:GPU\s*\d+\s*:\s*)?(Pass|Fail|Warn|Skip|Not Run)\b",
 #: DCGM 4 prints one result row per GPU (``GPU0: Fail``) and notes as ``Warning: GPU0`` / ``Info: GPU1``
 _GPU_RESULT = lazy_compile(r"^GPU\s*(\d+)\s*:\s*(\w+)", re.I)
 _NOTE_GPU = lazy_compile(r"^(Warning|Info|Error)\s*:\s*GPU\s*(\d+)$", re.I)
-_GPUS = lazy_compile(r"GPUs?\s*:?\s*((?:\d+\s*,?\s*)+)")
+_GPUS = lazy_compile(r"GPUs?\s*(?::\s*)?((?:\d+\s*(?:,\s*)?)+)")
 _NOTES = ("warning", "info", "error")
 
 

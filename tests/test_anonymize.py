@@ -34,5 +34,6 @@ def test_names_are_learned_from_the_kernel_log_and_home_paths(tmp_path: Path) ->
     syslog.write_text("Dec  4 10:00:01 worker-9 kernel: NVRM: Xid 48\n")
     log = tmp_path / "train.log"
     log.write_text("loading /home/bob/ckpt/model.pt\n")
-    hosts, users = known_names([("b/journal.jsonl", kmsg), ("logs/syslog", syslog), ("logs/train.log", log)])
+    hosts, users = known_names([("b/journal.jsonl", kmsg.read_bytes()), ("logs/syslog", syslog.read_bytes()),
+                                 ("logs/train.log", log.read_bytes())])
     assert {"dgx-b200-03", "worker-9"} <= hosts and users == {"bob"}

@@ -278,7 +278,7 @@ def _subparsers() -> dict[str, object]:
     return dict(action.choices)
 
 
-@pytest.mark.parametrize("command", ["analyze", "record", "open", "eval", "lint-signatures", "completion"])
+@pytest.mark.parametrize("command", sorted(_subparsers()))  # every subcommand, a new one included
 def test_every_subcommand_documents_its_exit_statuses(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main([command, "--help"])

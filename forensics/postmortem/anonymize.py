@@ -15,12 +15,11 @@ The same name gets the same pseudonym everywhere, so events still line up across
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
 
+from forensics.ingest.reader import loads_bounded
 from forensics.lazy_re import lazy_compile
 
 __all__ = ["Anonymizer", "known_names"]
@@ -154,18 +153,15 @@ def _hosts_in(text: str) -> set[str]:
     return {h for h in hosts if not _IPV4.fullmatch(h) and not h.isdigit()}
 
 
-def known_names(files: list[tuple[str, Path]]) -> tuple[set[str], set[str]]:
-    """Host and user names the recorder saw: manifests, ``system.json``, ``env.json``, NVML headers, the
-    kernel log (journal ``_HOSTNAME``, syslog prefixes), ``nvidia-smi -q``, and home paths anywhere."""
+def known_names(files: Iterable[tuple[str, bytes]]) -> tuple[set[str], set[str]]:
+    """Host and user names the recorder saw, from each file's (member name, bytes) — each file is read
+    once, by the caller: manifests, ``system.json``, ``env.json``, NVML headers, the kernel log (journal
+    ``_HOSTNAME``, syslog prefixes), ``nvidia-smi -q``, and home paths anywhere (first 4 MiB of each)."""
     hosts: set[str] = set()
     users: set[str] = set()
-    for name, path in files:
+    for name, raw in files:
         base = name.rsplit("/", 1)[-1]
-        try:
-            with path.open("rb") as fh:
-                head = fh.read(4 << 20)
-        except OSError:
-            continue
+        head = raw[: 4 << 20]
         text = head.decode("utf-8", "replace")
         users |= {m["user"] for m in _HOME.finditer(text)}
         if base in ("kmsg.log", "journal.jsonl", "dmesg.txt", "nvidia-smi-q.xml", "nvidia-smi-q.txt") or \
@@ -174,8 +170,8 @@ def known_names(files: list[tuple[str, Path]]) -> tuple[set[str], set[str]]:
         if base not in ("manifest.json", "system.json", "env.json", "nvml.jsonl"):
             continue
         try:
-            data = json.loads(text.splitlines()[0] if base == "nvml.jsonl" else text)
-        except (ValueError, IndexError):
+            data = loads_bounded(text.splitlines()[0] if base == "nvml.jsonl" else text)
+        except (ValueError, IndexError, RecursionError):
             continue
         if not isinstance(data, dict):
             continue

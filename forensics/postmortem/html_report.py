@@ -4,9 +4,9 @@ fetched resource (links in the text only), readable offline and printable (print
 from __future__ import annotations
 
 import math
-from html import escape
 from typing import TYPE_CHECKING, Any
 
+from forensics.escape import html_text as escape
 from forensics.postmortem.charts import attachment_facts, chart_window, marks, p2p_cells, pace_parts, series
 from forensics.postmortem.metrics import GPU_COLUMNS, gpu_frame
 from forensics.secrets import redact_text

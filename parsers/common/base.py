@@ -24,13 +24,13 @@ Parsers never raise on bad content: they skip what they cannot read and call
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Any, Protocol
 
 from forensics.events import Event, MetricSample, Origin
+from forensics.ingest.reader import loads_bounded
 from forensics.ingest.textdoc import Line, TextDocument
 
 __all__ = ["ParseContext", "Parser", "Record", "json_objects", "whole_text"]
@@ -97,7 +97,7 @@ def json_objects(doc: TextDocument, ctx: ParseContext) -> Iterator[tuple[Line, d
         text = line.text.strip()
         if text:
             try:
-                obj = json.loads(text)
+                obj = loads_bounded(text)
             except (ValueError, RecursionError):  # RecursionError: nesting deeper than the stack
                 if nxt is not None:
                     ctx.warn("not a JSON line", line)

@@ -75,10 +75,19 @@ _PROMPT_RE = lazy_compile(
     )""",
     re.VERBOSE,
 )
+# Linear on any line: a marker that starts with a decoration character (``-- No entries``) is found after
+# a lazy run, and a rule (``-----``, ``=====``) is told by :func:`_is_rule`, not by runs that overlap.
 _ELISION_RE = lazy_compile(
-    r"^[\s>*=#-]*(?:\.{3,}|…|\[\s*(?:\.{2,}|…|/?snip|cut|truncated|omitted)[^\]]*\]|<snip>|\(snip\)|\(\.{3}\)|"
-    r"-{3,}|={3,}|```\w*|~~~\w*|-- (?:No entries|Logs begin at|Journal begins at|Journal ends at|cursor:).*)[\s>*=#-]*$"
+    r"^(?:[\s>*=#-]*(?:\.{3,}|…|\[\s*(?:\.{2,}|…|/?snip|cut|truncated|omitted)[^\]]*\]|<snip>|\(snip\)|\(\.{3}\)|"
+    r"```\w*|~~~\w*)|[\s>*=#-]*?-- (?:No entries|Logs begin at|Journal begins at|Journal ends at|cursor:).*)"
+    r"[\s>*=#-]*$"
 )
+_DECORATION = " \t\r\n\f\v>*=#-"
+
+
+def _is_rule(stripped: str) -> bool:
+    """A line of decoration holding ``---`` or ``===`` (a pasted separator)."""
+    return not stripped.strip(_DECORATION) and ("---" in stripped or "===" in stripped)
 
 
 _ANSI_RE = lazy_compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -94,7 +103,7 @@ def is_noise(text: str) -> bool:
     stripped = text.strip()
     if not stripped:
         return True
-    return bool(_ELISION_RE.match(stripped) or _PROMPT_RE.match(text))
+    return bool(_ELISION_RE.match(stripped) or _is_rule(stripped) or _PROMPT_RE.match(text))
 
 
 @dataclass(slots=True)
