@@ -89,7 +89,9 @@ def _plan(args: argparse.Namespace, mode: str) -> list[list[str]]:
 
     p = plan(args.paths, mode)
     for notice in p.notices:
-        sys.stderr.write(f"forensics: {notice}\n")
+        from forensics.escape import terminal
+
+        sys.stderr.write(f"forensics: {terminal(notice, one_line=True)}\n")  # bundle folder names are input
     return p.groups
 
 
@@ -107,24 +109,25 @@ def _status(analysis: Analysis, say: bool = True) -> int:
         return EXIT_FAILURE_FOUND
     if all(s.kind in ("unreadable", "binary", "empty") for s in analysis.sources):
         if say:
-            sys.stderr.write("forensics: nothing readable in the inputs\n")
+            from forensics.text_report import nothing_readable
+
+            sys.stderr.write(f"forensics: {nothing_readable(analysis)}\n")
         return EXIT_USAGE
     unreadable = any(s.kind in ("unreadable", "binary") for s in analysis.sources)
     return EXIT_PARTIAL if unreadable else EXIT_OK
 
 
 def _run_analysis(paths: Sequence[str], args: argparse.Namespace, options: Options) -> Analysis:
+    from dataclasses import replace
+
     from forensics.analysis import analyze
-    from forensics.match import matcher
 
     line = _progress_line(args)
-    kept = matcher.MAX_EVIDENCE
     if args.all:  # every matching line on the finding, not the first and last few
-        matcher.MAX_EVIDENCE = sys.maxsize
+        options = replace(options, max_evidence=None)
     try:
         return analyze(paths, options, on_progress=line)
     finally:
-        matcher.MAX_EVIDENCE = kept
         if line is not None:
             line.clear()
 
@@ -140,20 +143,22 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     groups = _plan(args, "each" if args.each else "merge" if args.merge else "newest")
     if not args.each:
         analysis = _run_analysis(groups[0], args, options)
+        status = _status(analysis)
+        if status == EXIT_USAGE:  # nothing readable: the one line on stderr, no report that reads as healthy
+            return status
         if args.format == "json":
             sys.stdout.write(dumps(analysis) + "\n")
         else:
             write_report(render_text(analysis, full=args.all), sys.stdout)
-        return _status(analysis)
+        return status
     return _analyze_each(groups, args, options)
 
 
 def _analyze_each(groups: list[list[str]], args: argparse.Namespace, options: Options) -> int:
     """``--each``: one analysis per bundle (or path), one summary line each (text) or one entry each (JSON)."""
-    import json
-
     from forensics.analysis import JSON_VERSION, to_json_dict
     from forensics.colour import write_report
+    from forensics.escape import json_dumps
 
     statuses: list[int] = []
     runs: list[dict[str, object]] = []
@@ -166,7 +171,7 @@ def _analyze_each(groups: list[list[str]], args: argparse.Namespace, options: Op
         else:
             lines.append(_summary_line(" ".join(group), analysis))
     if args.format == "json":
-        sys.stdout.write(json.dumps({"version": JSON_VERSION, "runs": runs}, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_dumps({"version": JSON_VERSION, "runs": runs}, indent=2) + "\n")
     else:
         write_report("\n".join(lines) + f"\n{len(groups)} run(s) analyzed one by one; "
                      "forensics analyze BUNDLE for the whole report of one\n", sys.stdout)
@@ -212,6 +217,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return max(run_eval(Path(c), _signature_dirs(args), verbose=args.verbose) for c in args.corpus)
 
 
+def cmd_catalogs(args: argparse.Namespace) -> int:
+    from forensics.evaluation import coverage
+
+    rows = coverage.figures(probes=args.probes)
+    render = {"text": coverage.render_text, "md": coverage.render_markdown, "json": coverage.render_json}
+    sys.stdout.write(render[args.format](rows))
+    return 0
+
+
 def cmd_lint(args: argparse.Namespace) -> int:
     from forensics.evaluation.lint import run_lint
 
@@ -252,8 +266,12 @@ examples:
 exit status:
   0  no failure found
   1  a failure was found (with --each: in at least one run)
-  2  bad usage, or nothing readable in the inputs
+  2  bad usage, nothing readable in the inputs (one line on stderr, nothing on stdout),
+     or a filter (--host, --rank, --since, --until) that matched nothing (the line says what exists)
   3  no failure found, but some inputs could not be read
+
+A folder is read for its logs: source code, Markdown/README, TOML/YAML/JSON configs and images
+found in it are skipped and counted (name a file to read it anyway).
 """
 EPILOG_RECORD = """\
 exit status: the child's own (128+N when signal N killed it); 2 when the recording
@@ -263,7 +281,8 @@ at the start and the end when stderr is a terminal (--announce: always; --quiet:
 EPILOG_OPEN = """\
 exit status:
   0  the UI was closed
-  2  bad usage, or the inputs could not be analyzed
+  2  bad usage, nothing readable in the inputs (the one line, no UI), a filter that matched
+     nothing, the inputs could not be analyzed, or the UI itself failed
 """
 EPILOG_EVAL = """\
 Each case is a folder with case.toml (the primary signature wanted, optionally a [culprit] table:
@@ -275,6 +294,12 @@ exit status:
   1  some case could not be analyzed
   2  bad usage (no case folders, bad signature directory)
 """
+EPILOG_CATALOGS = """\
+exit status:
+  0  the figures were printed
+  2  bad usage
+"""
+
 EPILOG_LINT = """\
 exit status:
   0  no errors (warnings may be printed)
@@ -340,6 +365,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_fleet(sub)
 
+    from forensics.mcp.cli import add_command as add_mcp
+
+    add_mcp(sub)
+
     ev = sub.add_parser("eval", help="score the analyzer on a folder of labelled cases",
                         description="Score the analyzer on a folder of labelled cases: top-1/top-3 accuracy, "
                                     "false alarms, and the culprit score over cases with a [culprit] table.",
@@ -365,6 +394,17 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("dirs", nargs="+", metavar="DIR",
                       help="signature directory or .toml file (e.g. signatures/)")
     lint.set_defaults(func=cmd_lint)
+
+    cat = sub.add_parser("catalogs", help="what the producers' message catalogues cover",
+                         description="Per producer (NCCL, PyTorch, CUDA, the NVIDIA driver, DCGM …): the pinned "
+                                     "version, messages, error-level messages that map to a signature or only to a "
+                                     "class, and the coverage (docs/catalogs.md).",
+                         epilog=EPILOG_CATALOGS, formatter_class=fmt)
+    cat.add_argument("--probes", action="store_true",
+                     help="also run each catalogue's probe lines (from a checkout's tests/data/catalogs) through "
+                          "the analysis")
+    cat.add_argument("--format", choices=("text", "md", "json"), default="text", help="output format")
+    cat.set_defaults(func=cmd_catalogs)
 
     comp = sub.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
                           description="Print the tab-completion script for your shell (argcomplete).",
@@ -395,7 +435,7 @@ def quiet_blas_threads() -> None:
 
 
 #: Subcommands that run the analyzer in this process.
-_ANALYZING = frozenset({"analyze", "open", "report", "diff", "pack", "eval"})
+_ANALYZING = frozenset({"analyze", "open", "report", "diff", "pack", "eval", "mcp"})
 
 
 def _import_analyzer() -> None:
@@ -430,8 +470,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _import_analyzer()
     try:
         return int(args.func(args))
-    except ForensicsError as exc:
-        sys.stderr.write(f"forensics: {exc}\n")
+    except ForensicsError as exc:  # one line, whatever an input put in it (a host name from a filter's answer)
+        from forensics.escape import terminal
+
+        sys.stderr.write(f"forensics: {terminal(str(exc), one_line=True)}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

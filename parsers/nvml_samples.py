@@ -51,6 +51,8 @@ _SAMPLE = (
 
 class NvmlSamplesParser:
     name = "nvml-samples"
+    #: producer versions its real samples hold (the recorded samples (their README))
+    tested_with = {"NVIDIA driver": ("580.159", "580.159.04")}
     samples = (_SAMPLE,)
 
     def detect(self, head: list[str]) -> float:

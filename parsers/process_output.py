@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -62,6 +62,7 @@ from forensics.parsers.producers import training_progress as progress
 
 from forensics.clock import YEAR_INFERRED
 from forensics.events import EMPTY_ATTRS, Event, Origin, Severity, TsSource
+from forensics.ingest.literals import any_of
 from forensics.ingest.textdoc import Data, Line, TextDocument
 from forensics.lazy_re import lazy_compile
 
@@ -151,29 +152,10 @@ _SIGNAL_WORDS = ("Killed", "fault", "Aborted", "Bus error", "exception", "instru
 NOTABLE_LINES = 1000
 
 
-_NOTABLE_CACHE: dict[tuple[bytes, ...], Callable[[str], bool]] = {}
-
-
 def _notable_matcher(notable: tuple[bytes, ...]) -> Callable[[str], bool]:
-    """``holds(text)``: whether ``text`` holds one of the signatures' anchor literals (one compiled
-    alternation, cached per anchor set: the same set serves every file of an analysis)."""
-    fn = _NOTABLE_CACHE.get(notable)
-    if fn is None:
-        words = sorted({n.decode("utf-8", "replace") for n in notable if n}, key=len, reverse=True)
-        if words:
-            search = re.compile("|".join(re.escape(w) for w in words)).search
-
-            def fn(text: str) -> bool:
-                return search(text) is not None
-        else:
-
-            def fn(text: str) -> bool:
-                return False
-
-        if len(_NOTABLE_CACHE) > 8:
-            _NOTABLE_CACHE.clear()
-        _NOTABLE_CACHE[notable] = fn
-    return fn
+    """``holds(text)``: whether ``text`` holds one of the signatures' or catalogues' anchor literals (one
+    compiled matcher per anchor set, cached: the same set serves every file of an analysis)."""
+    return any_of(notable)
 
 
 class _Scan:
@@ -1013,9 +995,11 @@ def detect_slurm(head: list[str]) -> float:
 class StreamParser:
     """A registered name for :func:`scan` with its own detection rule and samples."""
 
-    def __init__(self, name: str, detector: Callable[[list[str]], float], samples: tuple[str, ...]) -> None:
+    def __init__(self, name: str, detector: Callable[[list[str]], float], samples: tuple[str, ...],
+                 tested_with: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.name = name
         self.samples = samples
+        self.tested_with = dict(tested_with or {})
         self._detector = detector
 
     def detect(self, head: list[str]) -> float:
@@ -1040,17 +1024,21 @@ PARSER = StreamParser("process-output", detect_process_output, (
     # HF Trainer loss dicts (LlamaFactory#9631)
     "{'loss': 0.8728, 'grad_norm': nan, 'learning_rate': 0.0, 'epoch': 0.01}\n"
     "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 2.6315789473684213e-07, 'epoch': 0.02}\n",
-))
+), tested_with={  # NCCL: the `NCCL version` in the lines; PyTorch, DeepSpeed: the case notes, the recorded samples
+    "PyTorch": ("0.3", "1.0", "1.8", "2.0", "2.1", "2.11.0+cu130"),
+    "NCCL": ("2.14.3", "2.20.5", "2.21.5"),
+    "DeepSpeed": ("0.8.3",),
+})
 SLURM_PARSER = StreamParser("slurm", detect_slurm, (
     # K-Net#30
     "slurmstepd-gpu20-15: error: Detected 1 oom-kill event(s) in StepId=9411285.0. Some of your processes may "
     "have been killed by the cgroup out-of-memory handler.\n"
     "srun: error: gpu20-15: task 0: Out Of Memory\n"
     "slurmstepd-gpu20-15: error: *** STEP 9411285.0 ON gpu20-15 CANCELLED AT 2022-05-17T17:58:10 ***\n",
-))
+), tested_with={"NCCL": ("2.4.8",), "PyTorch": ("2.2",)})  # parlai3084's lines; segfault-faulthandler's note
 NCCL_DEBUG_PARSER = StreamParser("nccl-debug", detect_nccl_debug, (
     # NVIDIA/nccl#1235-style WARN with its return-code chain
     "ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'\n"
     "ng30903:3063028:3066152 [3] NCCL INFO transport/p2p.cc:204 -> 1\n"
     "ng30903:3063028:3066152 [3] NCCL INFO proxy.cc:1303 -> 1\n",
-))
+), tested_with={"NCCL": ("2.8.2", "2.14.3")})  # nccl606's `NCCL version` line; nccl795's case note

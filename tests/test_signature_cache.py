@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from forensics import user_cache
 from forensics.match import loader
 from forensics.match.loader import load_signatures, shipped_paths
 
@@ -16,7 +17,7 @@ from forensics.match.loader import load_signatures, shipped_paths
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh process, as far as the loader knows, with its cache in a temporary directory."""
     directory = tmp_path / "cache"
-    monkeypatch.setenv(loader.CACHE_ENV, str(directory))
+    monkeypatch.setenv(user_cache.CACHE_ENV, str(directory))
     monkeypatch.setattr(loader, "_loaded", {})
     return directory
 
@@ -86,8 +87,8 @@ def test_a_suspect_or_broken_cache_is_ignored(cache: Path, monkeypatch: pytest.M
 
 
 def test_an_empty_setting_turns_the_cache_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(loader.CACHE_ENV, "")
+    monkeypatch.setenv(user_cache.CACHE_ENV, "")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(loader, "_loaded", {})
     assert load_signatures()
-    assert loader.cache_dir() is None and not any(tmp_path.iterdir())
+    assert user_cache.cache_dir() is None and not any(tmp_path.iterdir())

@@ -39,9 +39,12 @@ def test_eight_ranks_names_the_silent_ranks_not_the_survivors() -> None:
     assert " on ranks 6, 7 (GPUs 6, 7) at " in v.summary and "0000:41:00.0" not in v.summary
     text = render_text(a)
     assert text.splitlines()[0].startswith("CULPRIT: ranks 6, 7 (GPUs 6, 7) · victims: ranks 0–5 (GPUs 0–5) — ")
-    # The odd-one-out facts are evidence, shown first.
-    kinds = [e.attrs.get("detector") for e in v.root_cause.evidence[:2]] if v.root_cause else []
-    assert kinds == ["rank-silent", "gpu-odd-one-out"]
+    # The odd-one-out facts are evidence, listed in time order with the rest (issue 20).
+    assert v.root_cause is not None
+    kinds = [e.attrs.get("detector") for e in v.root_cause.evidence]
+    assert "rank-silent" in kinds and "gpu-odd-one-out" in kinds
+    stamps = [e.ts for e in v.root_cause.evidence if e.ts is not None]
+    assert stamps == sorted(stamps)
 
 
 def test_eight_ranks_json_blame_and_dt() -> None:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
+from typing import Any
+
+from forensics.ingest.literals import hyperscan_database, scratch_for
 
 __all__ = ["USE_HYPERSCAN", "LiteralIndex"]
 
@@ -67,18 +70,10 @@ def _scan_find(buf: bytes, starts: list[int], literals: list[str]) -> list[set[i
 
 def _scan_hyperscan(buf: bytes, starts: list[int], literals: list[str]) -> list[set[int]] | None:
     """One Hyperscan pass; None when the engine is missing or fails (the caller falls back)."""
-    try:
-        import hyperscan
-    except ImportError:
-        return None
     if len(buf) >= (1 << 32) - 1:
         return None
-    try:
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        exprs = ["".join(f"\\x{b:02x}" for b in lit.encode("utf-8", "replace")).encode() for lit in literals]
-        db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
-                   flags=[hyperscan.HS_FLAG_CASELESS] * len(exprs))
-    except Exception:  # an engine problem must never cost the analysis
+    db: Any = hyperscan_database(tuple(literals), caseless=True)
+    if db is None:
         return None
     found: list[set[int]] = [set() for _ in literals]
 
@@ -87,7 +82,7 @@ def _scan_hyperscan(buf: bytes, starts: list[int], literals: list[str]) -> list[
         return False
 
     try:
-        db.scan(buf, match_event_handler=on_match)
+        db.scan(buf, match_event_handler=on_match, scratch=scratch_for(db))
     except Exception:
         return None
     return found

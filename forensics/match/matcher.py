@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from forensics.events import Event
-from forensics.findings import Finding
+from forensics.findings import Finding, remedy_for
 from forensics.match import correlation
 from forensics.match.facts import finding_facts
 from forensics.match.schema import Evidence, Signature
@@ -24,6 +24,11 @@ __all__ = ["MAX_EVIDENCE", "Match", "match_signature", "score"]
 
 #: Evidence events kept on a finding (first ones and last ones); the count is kept in ``matched``.
 MAX_EVIDENCE = 16
+#: The weight of an anchor found through a producer's catalogue (a message that alone is evidence of the
+#: signature, in a wording its own patterns may not know); a signature's own firm anchors weigh 1.
+CATALOG_WEIGHT = 0.9
+#: The name under which those anchors are listed.
+CATALOG_ANCHOR = "catalogue"
 
 
 @dataclass
@@ -66,15 +71,16 @@ def _excluded(sig: Signature, index: EventIndex, anchor: Event) -> bool:
     return False
 
 
-def _cap(positions: Sequence[int]) -> list[int]:
-    if len(positions) <= MAX_EVIDENCE:
+def _cap(positions: Sequence[int], limit: int | None) -> list[int]:
+    if limit is None or len(positions) <= limit:
         return list(positions)
-    head = MAX_EVIDENCE * 3 // 4
-    return list(positions[:head]) + list(positions[-(MAX_EVIDENCE - head):])
+    head = limit * 3 // 4
+    return list(positions[:head]) + list(positions[-(limit - head):])
 
 
-def match_signature(sig: Signature, index: EventIndex) -> Match | None:
-    """Run one signature; None when it does not fire."""
+def match_signature(sig: Signature, index: EventIndex, max_evidence: int | None = MAX_EVIDENCE) -> Match | None:
+    """Run one signature; None when it does not fire. ``max_evidence``: evidence events kept on the
+    finding (None: every one, ``analyze --all``)."""
     events = index.events
     selected: dict[str, list[int]] = {}
     weight_of: dict[int, float] = {}
@@ -93,6 +99,12 @@ def match_signature(sig: Signature, index: EventIndex) -> Match | None:
                 risk_names.setdefault(p, []).append(ev.name)
             else:
                 firm[p] = max(firm.get(p, 0.0), ev.weight)
+    from_catalog = index.catalog_positions(sig.id)
+    selected[CATALOG_ANCHOR] = from_catalog
+    for p in from_catalog:
+        anchors.add(p)
+        weight_of[p] = max(weight_of.get(p, 0.0), CATALOG_WEIGHT)
+        firm[p] = max(firm.get(p, 0.0), CATALOG_WEIGHT)
     if not anchors:
         return None
     has_excludes = any(e.role == "excludes" for e in sig.evidence)
@@ -115,12 +127,13 @@ def match_signature(sig: Signature, index: EventIndex) -> Match | None:
             valid = correlation.event_count(valid, events, corr)
         else:
             valid_set = set(valid)
-            chosen = {n: ([p for p in ps if p in valid_set] if n in {a.name for a in sig.anchors} else ps)
-                      for n, ps in selected.items()}
+            anchor_names = {a.name for a in sig.anchors} | {CATALOG_ANCHOR}
+            chosen = {n: ([p for p in ps if p in valid_set] if n in anchor_names else ps)
+                      for n, ps in selected.items() if n != CATALOG_ANCHOR or n in corr.order}
             chain = correlation.temporal_ordered(chosen, events, corr)
             # An anchor the order does not name proves the failure on its own.
-            alone = sorted({p for a in sig.anchors if a.name not in corr.order
-                            for p in selected.get(a.name, ()) if p in valid_set})
+            alone = sorted({p for name in [a.name for a in sig.anchors] + [CATALOG_ANCHOR] if name not in corr.order
+                            for p in selected.get(name, ()) if p in valid_set})
             if not chain and not alone:
                 return None
             valid = sorted({p for p in chain if p in valid_set} | set(alone)) or chain
@@ -139,15 +152,21 @@ def match_signature(sig: Signature, index: EventIndex) -> Match | None:
     anchor_weight = max(weight_of.get(p, 0.0) for p in valid)
     distinct = len({events[p].message for p in valid})
     positions = sorted(set(valid) | set(support))
-    shown = sorted(set(_cap(valid)) | set(_cap(sorted(set(support)))))
+    shown = sorted(set(_cap(valid, max_evidence)) | set(_cap(sorted(set(support)), max_evidence)))
+    valid_set = set(valid)
+    anchored_by = {name for name in [a.name for a in sig.anchors] + [CATALOG_ANCHOR]
+                   if valid_set.intersection(selected.get(name, ()))}
+    variant = sig.variant_for(anchored_by)  # words for what was seen (a gloo timeout is not NCCL's)
+    steps = list(variant.remedy if variant is not None and variant.remedy else sig.remedy)
     finding = Finding(
         signature=sig.id,
-        title=sig.title,
+        title=variant.title if variant is not None and variant.title else sig.title,
         category=sig.category,
         score=score(anchor_weight, support_weight, distinct),
         evidence=[events[p] for p in shown],
-        explain=sig.explain,
-        remedy=list(sig.remedy),
+        explain=variant.explain if variant is not None and variant.explain else sig.explain,
+        remedy=remedy_for(steps, ()),
+        steps=steps,
         references=list(sig.references),
         hosts=sorted({h for p in positions if (h := events[p].host)}),
         gpus=sorted({str(events[p].gpu) for p in positions if events[p].gpu is not None}),

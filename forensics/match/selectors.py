@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from forensics.catalogs import matching as catalog_matching
 from forensics.events import Event
 from forensics.match.literal_index import LiteralIndex
 from forensics.match.schema import Evidence, Signature
@@ -44,10 +45,27 @@ class EventIndex:
         self._by_kind: dict[str, list[int]] = defaultdict(list)
         for i, e in enumerate(self.events):
             self._by_kind[e.kind].append(i)
-        self._literals = LiteralIndex(self._texts, (lit for sig in signatures for ev in sig.evidence
-                                                    for lit in ev.literals))
+        self._catalog_keys = tuple(catalog_matching.keys())
+        self._literals = LiteralIndex(self._texts, [*(lit for sig in signatures for ev in sig.evidence
+                                                      for lit in ev.literals), *self._catalog_keys])
         self._cache: dict[int, list[int]] = {}
         self._timed_out: set[tuple[str, str]] = set()
+        self._catalog_hits: dict[int, tuple[catalog_matching.Hit, ...]] | None = None
+
+    @property
+    def catalog_hits(self) -> dict[int, tuple[catalog_matching.Hit, ...]]:
+        """Position -> the catalogued producer messages the event holds, the deciding one first
+        (docs/catalogs.md); computed once."""
+        if self._catalog_hits is None:
+            candidates = {k.lower(): self._literals.positions((k,)) for k in self._catalog_keys}
+            hits = catalog_matching.match_texts(self._texts, candidates)
+            self._catalog_hits = {p: h for p, h in hits.items() if self.events[p].kind not in _NOT_PRODUCER_TEXT}
+        return self._catalog_hits
+
+    def catalog_positions(self, signature: str) -> list[int]:
+        """Positions of the events that hold a catalogued message that is evidence of ``signature``."""
+        return sorted(p for p, hits in self.catalog_hits.items() if any(h.message.signature == signature
+                                                                       for h in hits))
 
     def of_kind(self, kind: str) -> list[int]:
         """Positions of the events of one kind, in timeline order."""
@@ -120,6 +138,9 @@ class EventIndex:
 
 
 _EVENT_FIELDS = frozenset({"host", "gpu", "rank", "pid", "kind", "source", "severity"})
+#: Events whose text is the tool's own words or a manifest, not a producer's line: never read for catalogues.
+_NOT_PRODUCER_TEXT = frozenset({"recording", "recorder", "derived", "progress", "exit", "gpu-info", "pci-tree",
+                                "pcie-path", "rank-activity", "gpu-process"})
 #: The recorder's own records: a bundle's manifest (its message quotes the child's command line, which
 #: may hold any words). Never an anchor; other evidence sees them only when its ``kinds`` names them.
 RECORDER_OWN_KINDS = frozenset({"recording"})

@@ -16,11 +16,13 @@ finding's evidence is the decisive lines; ``facts`` carry the exit status / sign
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
+from forensics.catalogs.matching import Hit
 from forensics.events import Event, Severity
 from forensics.findings import Confidence, Finding, Role, Verdict
+from forensics.lazy_re import lazy_compile
 from forensics.parsers.producers.py_traceback import SIGNALS
 
 __all__ = ["ID", "TAIL_LINES", "attach_output_tail", "failure_evidence", "unrecognized"]
@@ -51,7 +53,9 @@ _EXPLAIN = ("The inputs show that the run failed, but none of the known failure 
 class _Item:
     event: Event
     what: str  # the sentence for the summary
-    group: str  # exit | interrupted | exception | cuda | driver | launcher | stack
+    group: str  # catalog | exit | interrupted | exception | cuda | driver | os | launcher | stack
+    hit: Hit | None = None  # the producer's catalogued message, for group "catalog"
+    pos: int = 0  # the event's place in the timeline: the evidence is listed in time order
 
 
 def _signal_name(sig: object, name: object) -> str:
@@ -75,6 +79,9 @@ def _exit_item(e: Event) -> _Item | None:
     return None
 
 
+#: A segfault the kernel logged inside a GPU driver library (``python3[2214]: segfault at 8 … in libcuda.so.1.1``).
+_GPU_LIBRARY = lazy_compile(r"\blib(?:cuda|nvidia-[\w-]+|nvcuda|dxcore)\.so[\w.]*")
+
 #: NVRM topics seen on healthy hosts too (nvAssertFailedNoLog at boot on some driver versions).
 _BENIGN_TOPICS = frozenset({"assertion"})
 
@@ -95,6 +102,8 @@ def _driver_item(e: Event) -> _Item | None:
         return _Item(e, f"Windows stopped with bugcheck {code} and rebooted (Kernel-Power 41)", "os")
     if e.kind == "kernel" and e.attrs.get("crash"):
         return _Item(e, "the kernel crashed (oops / panic)", "os")
+    if e.kind == "kernel" and e.attrs.get("segfault") and (lib := _GPU_LIBRARY.search(e.message)):
+        return _Item(e, f"a process crashed inside the NVIDIA driver's library {lib.group(0)}", "driver")
     return None
 
 
@@ -124,9 +133,11 @@ def _item(e: Event) -> _Item | None:
     return _driver_item(e)
 
 
-#: Groups by how decisive they are for the summary; the evidence keeps this order too.
-_ORDER = ("exit", "interrupted", "exception", "cuda", "driver", "os", "launcher", "stack")
+#: Groups by how decisive they are for the summary; the evidence keeps this order too. A producer's own
+#: catalogued error names what failed better than an exit status or a bare exception does.
+_ORDER = ("catalog", "exit", "interrupted", "exception", "cuda", "driver", "os", "launcher", "stack")
 _TITLES = {
+    "catalog": "An error a known program reports, not one this tool knows by name",
     "exit": "The run failed, and no known failure signature explains it",
     "interrupted": "The recording was interrupted, and no known failure signature explains it",
     "exception": "An uncaught exception that no known signature describes",
@@ -137,17 +148,39 @@ _TITLES = {
     "stack": "A stack dump of a stuck process, with no known pattern in it",
 }
 _CATEGORY = {"driver": "driver", "os": "platform", "interrupted": "platform"}
+#: The category of a catalogued error, by its producer.
+_PRODUCER_CATEGORY = {"nvrm": "driver", "nvml": "driver", "cuda": "driver", "dxgkrnl": "platform",
+                      "windows": "platform", "dcgm": "hardware", "slurm": "platform", "openmpi": "platform",
+                      "ray": "platform"}
 
 
-def failure_evidence(events: Sequence[Event]) -> list[_Item]:
-    """Every event that shows a failure (see the module docstring), most decisive first."""
-    items = [it for e in events if (it := _item(e)) is not None]
+def _catalog_item(e: Event, hit: Hit) -> _Item:
+    return _Item(e, f"{hit.catalog.title} reports \"{e.message[:160]}\" ({hit.message.id})", "catalog", hit)
+
+
+def failure_evidence(events: Sequence[Event],
+                     catalog_hits: Mapping[int, Sequence[Hit]] | None = None) -> list[_Item]:
+    """Every event that shows a failure (see the module docstring), most decisive first. An event whose
+    line is a producer's catalogued error (``catalog_hits``: position -> hit) counts as that error."""
+    hits = catalog_hits or {}
+    items = []
+    for i, e in enumerate(events):
+        hit = next((h for h in hits.get(i, ()) if h.severity == "error"), None)
+        it = _catalog_item(e, hit) if hit is not None else _item(e)
+        if it is not None:
+            items.append(replace(it, pos=i))
     return sorted(items, key=lambda it: _ORDER.index(it.group))
 
 
-def unrecognized(events: Sequence[Event]) -> Finding | None:
+def _catalog_title(hit: Hit) -> str:
+    what = hit.cls.title if hit.cls is not None else f"an error {hit.catalog.title} reports"
+    return f"{what[:1].upper()}{what[1:]}, not one this tool knows by name"
+
+
+def unrecognized(events: Sequence[Event],
+                 catalog_hits: Mapping[int, Sequence[Hit]] | None = None) -> Finding | None:
     """The ``unrecognized-failure`` finding, or ``None`` when nothing in ``events`` shows a failure."""
-    items = failure_evidence(events)
+    items = failure_evidence(events, catalog_hits)
     if not items:
         return None
     top = items[0]
@@ -163,13 +196,23 @@ def unrecognized(events: Sequence[Event]) -> Finding | None:
             break
     if any(it.group == "interrupted" for it in items):
         facts["interrupted"] = True
-    evs = [it.event for it in shown]
+    evs = [it.event for it in sorted(shown, key=lambda it: it.pos)]  # chosen most decisive first, shown in time order
     title = _TITLES[top.group]
+    category = _CATEGORY.get(top.group, "application")
+    remedy = list(_REMEDY)
     if top.group == "exit":
         title = f"{top.what[:1].upper()}{top.what[1:]}, and no known failure signature explains it"
+    elif top.hit is not None:
+        title = _catalog_title(top.hit)
+        category = _PRODUCER_CATEGORY.get(top.hit.catalog.producer, "framework")
+        remedy = [*(top.hit.cls.next if top.hit.cls is not None else ()), *remedy]
+        facts["catalog"] = [{"producer": it.hit.catalog.producer, "message": it.hit.message.id,
+                             "class": it.hit.message.class_id, "where": it.hit.message.where,
+                             "version": it.hit.catalog.version}
+                            for it in shown if it.hit is not None][:6]
     return Finding(
-        signature=ID, title=title, category=_CATEGORY.get(top.group, "application"),
-        score=0.4, evidence=evs, role=Role.ROOT_CAUSE, explain=_EXPLAIN, remedy=list(_REMEDY),
+        signature=ID, title=title, category=category,
+        score=0.4, evidence=evs, role=Role.ROOT_CAUSE, explain=_EXPLAIN, remedy=remedy,
         hosts=sorted({e.host for e in evs if e.host}), gpus=sorted({str(e.gpu) for e in evs if e.gpu is not None}),
         ranks=sorted({e.rank for e in evs if e.rank is not None}), matched=len(items),
         note="no known signature matched; the decisive lines are the evidence", facts=facts,

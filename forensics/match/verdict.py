@@ -11,6 +11,12 @@ Rules (docs/signatures.md, "How the verdict is made"):
   for named links both happened on the same host when both hosts are known. Without
   timestamps, ``"*"`` links need G no later than F in the same file (a few hundred
   lines of slack for interleaved output); named links need nothing more.
+* A precursor is not a consequence. Where the signatures let two findings explain each other by
+  name (``pcie-aer`` and ``xid-79-fallen-off-bus``: a link that drops loses the GPU, a GPU that
+  drops makes its port report errors), the one that started first on one clock is the cause: the
+  stamps one file's lines carry themselves (wall time or kernel uptime, never an inferred or
+  receipt time), of one host and one rank. A one-way link keeps the 30 s tolerance (for clocks
+  that may disagree, and for a driver that reports a fault after its first symptoms).
 * The root cause is the strongest finding that nothing else explains; strength is
   ``priority × (0.5 + 0.5 × score)``; among findings of similar strength with
   timestamps the earliest wins. A timed finding that explains nothing and ended more than
@@ -22,10 +28,10 @@ Rules (docs/signatures.md, "How the verdict is made"):
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from forensics.events import Event, MetricSample
+from forensics.events import Event, MetricSample, TsSource
 from forensics.findings import Confidence, Finding, Role, Verdict
 from forensics.lazy_re import lazy_compile
 from forensics.match.blame import blame
@@ -46,6 +52,9 @@ NEAR_LINES = 300
 LEAGUE = 12.0  # strength difference within which the earlier finding wins
 
 
+_Clock = tuple[str, str | None, int | None]  # file, host, rank
+
+
 @dataclass
 class _Node:
     m: Match
@@ -54,6 +63,7 @@ class _Node:
     lines: dict[str, tuple[int, int]]  # file -> (first line, last line) of its evidence
     strength: float
     max_gap: int
+    clocks: dict[_Clock, tuple[int | None, int | None]]  # one clock -> earliest anchor (own wall stamp, uptime)
 
     @property
     def sig_id(self) -> str:
@@ -77,7 +87,44 @@ def _node(m: Match, events: Sequence[Event], run: RunScope | None = None) -> _No
                 if isinstance(t := e.attrs.get("timeout_ms"), int | float) and t > 0]
     max_gap = max(DEFAULT_MAX_GAP_NS, int(max(timeouts, default=0) * 1.5e6) + 60 * 10**9)
     strength = m.sig.priority * (0.5 + 0.5 * m.finding.score)
-    return _Node(m, min(stamps) if stamps else None, max(stamps) if stamps else None, lines, strength, max_gap)
+    return _Node(m, min(stamps) if stamps else None, max(stamps) if stamps else None, lines, strength, max_gap,
+                 _clocks(events[p] for p in m.anchors))
+
+
+#: Times a line carries itself; an inferred or receipt time orders output, not what happened.
+_OWN_STAMPS = frozenset({TsSource.EXACT, TsSource.LOCAL, TsSource.BOOT_RELATIVE})
+
+
+def _clocks(anchors: Iterable[Event]) -> dict[_Clock, tuple[int | None, int | None]]:
+    """Per clock (one file's lines of one host and rank: a log of many ranks mixes their hosts' clocks), the
+    earliest anchor: its own wall stamp and its kernel uptime."""
+    out: dict[_Clock, tuple[int | None, int | None]] = {}
+    for e in anchors:
+        wall = e.ts if e.ts_source in _OWN_STAMPS else None
+        key = (e.origin.path, e.host, e.rank)
+        old_wall, old_up = out.get(key, (None, None))
+        out[key] = (_least(old_wall, wall), _least(old_up, e.uptime_ns))
+    return out
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _precedes(f: _Node, g: _Node) -> bool:
+    """True when ``f`` started before ``g`` on a clock both share (one file's own stamps): ``f`` is
+    then ``g``'s precursor, not its consequence."""
+    earlier = later = False
+    for clock, (f_wall, f_up) in f.clocks.items():
+        if clock not in g.clocks:
+            continue
+        g_wall, g_up = g.clocks[clock]
+        a, b = (f_wall, g_wall) if f_wall is not None and g_wall is not None else (f_up, g_up)
+        if a is None or b is None:
+            continue
+        earlier |= a < b
+        later |= a >= b
+    return earlier and not later
 
 
 def _explains(g: _Node, f: _Node) -> bool:
@@ -86,6 +133,8 @@ def _explains(g: _Node, f: _Node) -> bool:
     named = g.sig_id in listed
     star = "*" in listed and g.m.sig.priority > f.m.sig.priority
     if not (named or star):
+        return False
+    if named and f.sig_id in g.m.sig.consequence_of and _precedes(f, g):  # a precursor is not a consequence
         return False
     gh, fh = set(g.m.finding.hosts), set(f.m.finding.hosts)
     if named and not star and gh and fh and not gh & fh:
@@ -103,6 +152,13 @@ def _explains(g: _Node, f: _Node) -> bool:
 
 def _order_key(n: _Node) -> tuple[int, int]:
     return (n.first if n.first is not None else 1 << 62, n.m.first_pos)
+
+
+def _shown_key(n: _Node) -> tuple[int, int]:
+    """The order of lists a person reads (``Then:``, consequences, contributing): by the first time each
+    finding shows (``Finding.first_seen``, its supporting lines included, as the tables print it)."""
+    first = n.m.finding.first_seen
+    return (first if first is not None else 1 << 62, n.m.first_pos)
 
 
 def _pick_root(pool: list[_Node]) -> _Node:
@@ -298,7 +354,7 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
                     reached[id(f)] = g
                     nxt.append(f)
         frontier = nxt
-    consequences = sorted((n for n in causes if id(n) in reached), key=_order_key)
+    consequences = sorted((n for n in causes if id(n) in reached), key=_shown_key)
 
     root.m.finding.role = Role.ROOT_CAUSE
     root.m.finding.note = (f"root cause; explains {len(consequences)} other finding(s)" if consequences
@@ -339,14 +395,11 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
         confidence=confidence,
         summary="",
         consequences=[n.m.finding for n in consequences],
-        contributing=[n.m.finding for n in sorted(risks + side, key=_order_key)],
+        contributing=[n.m.finding for n in sorted(risks + side, key=_shown_key)],
         ruled_out=ruled_out,
         t0=root.first,
     )
+    # evidence stays in time order; the culprit line names its basis
     verdict.blame = blame(verdict, events, samples, identity, run.context)
-    if verdict.blame is not None and verdict.blame.basis:  # the lines that single out the culprits come first
-        basis = verdict.blame.basis
-        root.m.finding.evidence.sort(key=lambda e: basis.index(str(e.attrs.get("detector")))
-                                     if e.attrs.get("detector") in basis else len(basis))
     verdict.summary = _summary(root, consequences, reason, events, verdict.blame.culprits if verdict.blame else "")
     return [n.m.finding for n in ordered], verdict

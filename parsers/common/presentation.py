@@ -62,7 +62,7 @@ _HOSTLIKE = lazy_compile(r"(?:^|[\s\[(/])([A-Za-z][\w.-]*[A-Za-z0-9])\s*[:|]\s*$
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1?\d?\d)"
 _IPV4_LABEL = lazy_compile(rf"(?:^|[\s\[(/])({_OCTET}(?:\.{_OCTET}){{3}})\s*[:|]\s*$")
 _POD = lazy_compile(r"\bpod/([\w.-]+)")
-_ONLY_NUMBER = lazy_compile(r"^\s*\[?(\d{1,6})\]?\s*[:|]?\s*$")
+_ONLY_NUMBER = lazy_compile(r"^\s*\[?(\d{1,6})\]?\s*(?:[:|]\s*)?$")
 _NUMBER = lazy_compile(r"\d+")
 #: A collector's stamp: a whole date first (kubectl, docker --timestamps), not a logger's clock time.
 _DATED = lazy_compile(r"^[ \t]*\[?\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d")
@@ -117,6 +117,7 @@ class Presentation:
     span: list[int] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     stamps: list[int | None] = field(default_factory=list)
+    _parts_cache: tuple[int, tuple[str, int | None]] | None = field(default=None, repr=False, compare=False)
 
     def _count(self) -> int:
         return len(self.raw_line) if self.raw_line is not None else len(self.doc.line_starts())
@@ -142,13 +143,26 @@ class Presentation:
         return raw[i] + max(0, raw_len - peeled_len)
 
     def _peeled_parts(self, i: int) -> tuple[str, int | None]:
-        """(label, stamp ns) of peeled line ``i``."""
+        """(label, stamp ns) of peeled line ``i`` (the last one asked for is kept: the records of one
+        line ask for it in a row)."""
         if self.raw_line is not None:
             return (self.labels[i] if self.labels else ""), (self.stamps[i] if self.stamps else None)
+        if self._parts_cache is not None and self._parts_cache[0] == i:
+            return self._parts_cache[1]
+        parts = self._raw_parts(i)
+        self._parts_cache = (i, parts)
+        return parts
+
+    def _raw_parts(self, i: int) -> tuple[str, int | None]:
         starts = self.raw.line_starts()
         if i >= len(starts):
             return "", None
-        text = self.raw.lines_at(starts[i], i + 1)[0].text
+        # Prefixes are at the line's start: its first PREFIX_BYTES are decoded, never a whole long line
+        # (a 900 kB line holding a thousand records was decoded once per record).
+        start = starts[i]
+        nl = self.raw.data.find(b"\n", start, start + PREFIX_BYTES)
+        end = nl if nl >= 0 else min(len(self.raw.data), start + PREFIX_BYTES)
+        text = bytes(self.raw.data[start:end]).decode("utf-8", "replace").rstrip("\r")  # (normalised UTF-8)
         if self.colour:
             text = _SGR.sub("", text)
         label, stamp = "", None
@@ -222,6 +236,9 @@ class Presentation:
 
 
 R = TypeVar("R", Event, MetricSample)
+
+#: Bytes of a raw line's start in which its prefixes (label, stamp, line number) are looked for.
+PREFIX_BYTES = 4096
 
 
 _RANK_WORD = re.compile(r"(?<![\w.])(?:rank|Rank|RANK) ?(\d{1,6})\b")

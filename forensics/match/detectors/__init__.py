@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from forensics.events import Event
-from forensics.match.detectors.frames import forget_frames
+from forensics.match.detectors.context import DetectorContext, active
 from forensics.match.detectors.gpu_metrics import (
     clock_throttle,
     gpu_idle_while_peers_busy,
@@ -50,7 +50,7 @@ from forensics.match.detectors.progress import no_progress, throughput_drop
 from forensics.match.detectors.queues import queue_backpressure
 from forensics.match.detectors.ranks import cross_rank
 from forensics.match.detectors.recorder_health import nvml_unresponsive
-from forensics.match.detectors.runs import boundaries_of, forget_boundaries, throughput_across_runs
+from forensics.match.detectors.runs import boundaries_of, throughput_across_runs
 from forensics.match.detectors.stacks import stack_dumps
 from forensics.match.detectors.stopped import missing_waiters, stopped_workers
 from forensics.match.detectors.stunted import idle_workers, silent_stunted_ranks, stunted_workers
@@ -116,14 +116,14 @@ DETECTORS: tuple[tuple[str, Callable[[Timeline], list[Event]]], ...] = (
 
 def run_detectors(timeline: Timeline) -> tuple[list[Event], list[str]]:
     """Every detector's derived events, and a warning for any detector that failed
-    (a detector bug costs that detector, not the analysis)."""
+    (a detector bug costs that detector, not the analysis). What the detectors share lives in one
+    :class:`~.context.DetectorContext` of this call, never seen by another analysis."""
     out: list[Event] = []
     warnings: list[str] = []
-    for name, detect in DETECTORS:
-        try:
-            out.extend(detect(timeline))
-        except Exception as exc:  # noqa: BLE001 - reported, never raised into the analysis
-            warnings.append(f"detector {name} failed: {type(exc).__name__}: {exc}")
-    forget_frames()
-    forget_boundaries()
+    with active(DetectorContext()):
+        for name, detect in DETECTORS:
+            try:
+                out.extend(detect(timeline))
+            except Exception as exc:  # noqa: BLE001 - reported, never raised into the analysis
+                warnings.append(f"detector {name} failed: {type(exc).__name__}: {exc}")
     return out, warnings
