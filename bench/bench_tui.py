@@ -30,9 +30,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from forensics.timeline.query import parse_query, parse_time  # noqa: E402
 from forensics.tui import demo  # noqa: E402
 from forensics.tui.app import ForensicsApp  # noqa: E402
-from forensics.tui.index import parse_query, parse_time  # noqa: E402
 from forensics.tui.timeline_pane import TimelinePane  # noqa: E402
 
 KEYS = ("down", "down", "pagedown", "pagedown", "pageup", "n", "n", "N", "end", "home", "up")

@@ -7,7 +7,6 @@ can never disagree.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -25,6 +24,8 @@ from forensics.timeline.clocksync import kinds_json
 from forensics.timeline.merge import Timeline, build_timeline, place_boot_relative, plausible_metrics
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from forensics.ingest.environment import BundleFacts
     from forensics.ingest.meter import Progress
     from forensics.timeline.filters import TimelineFilter
@@ -35,12 +36,17 @@ __all__ = ["Analysis", "Options", "SourceReport", "analyze", "bundle_facts", "pa
 
 @dataclass
 class Options:
+    """How to read the inputs; every field has a default (``forensics.analyze(paths, **fields)``)."""
+
     signature_dirs: Sequence[Path] = ()
     tz: tzinfo | None = None
     offsets: dict[str, float] = field(default_factory=dict)  # host -> seconds to add
     limits: Limits = field(default_factory=Limits)
     #: ``--since/--until/--host/--rank``: applied to the timeline before the signatures read it
     timeline_filter: TimelineFilter | None = None
+    #: evidence events kept on each finding, the first and the last ones (``matcher.MAX_EVIDENCE``);
+    #: None keeps every one (``analyze --all``)
+    max_evidence: int | None = 16
 
 
 @dataclass
@@ -55,7 +61,7 @@ class SourceReport:
     warnings: list[str] = field(default_factory=list)
     record_kinds: list[str] = field(default_factory=list)
     confidence: float = 0.0
-    document: TextDocument | None = None
+    document: TextDocument | None = field(default=None, repr=False)
     presentation: list[str] = field(default_factory=list)  # what was peeled before parsing (prefixes, wrapping)
 
 
@@ -89,6 +95,31 @@ class Analysis:
     @property
     def failed(self) -> bool:
         return self.verdict.root_cause is not None
+
+    def events_frame(self) -> pd.DataFrame:
+        """The timeline's events as a pandas DataFrame, one row each in timeline order (columns:
+        ``forensics/timeline/tables.py``; ``ts`` is ``datetime64[ns, UTC]``)."""
+        from forensics.timeline.tables import events_frame
+
+        return events_frame(self.timeline.events)
+
+    def metrics_frame(self) -> pd.DataFrame:
+        """The GPU samples (NVML, nvidia-smi) as a pandas DataFrame: ``ts``, ``host``, ``gpu``, one float
+        column per reading."""
+        from forensics.timeline.tables import metrics_frame
+
+        return metrics_frame(self.timeline.metrics)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The versioned JSON verdict, as ``forensics analyze --format json`` prints it (secrets redacted)."""
+        return to_json_dict(self)
+
+    def __repr__(self) -> str:
+        v = self.verdict
+        said = (f"root cause {v.root_cause.signature}" if v.root_cause is not None else "no failure found")
+        return (f"<Analysis {said} ({v.confidence} confidence), {len(self.findings)} finding(s), "
+                f"{len(self.sources)} source(s), {len(self.timeline.events):,} event(s), "
+                f"{len(self.timeline.metrics):,} GPU sample(s)>")
 
 
 def _zone(name: str | None) -> tzinfo | None:
@@ -155,11 +186,11 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
         notable=notable,
         detect=detect,
     )
-    from forensics.parsers.common.guard import parse_guarded
+    from forensics.parsers.common.paste import parse_paste
 
     work.progress = progress
     try:
-        parsed = parse_guarded(parser, work, ctx)  # a bad record costs that record, never the analysis
+        parsed = parse_paste(parser, work, ctx)  # each source of a paste by its reader; a bad record costs one
     finally:
         work.progress = None  # the document outlives the parse (evidence context, the TUI)
     events, metrics = parsed.events, parsed.metrics
@@ -172,7 +203,7 @@ def parse_input(item: InputFile, options: Options, notable: tuple[bytes, ...] = 
     kinds = sorted(Counter(e.kind for e in events))
     report = SourceReport(item.display, parser.name, item.host or next((e.host for e in events if e.host), None),
                           len(events), len(metrics), warnings + ctx.warnings, kinds, confidence, doc,
-                          shown.steps if shown is not None else [])
+                          (shown.steps if shown is not None else []) + parsed.parts)
     return report, events, metrics
 
 
@@ -199,7 +230,12 @@ def analyze(paths: Sequence[str], options: Options | None = None,
         parse_share = 1.0 - READ_SHARE
     sources: list[SourceReport] = []
     per_source: list[tuple[list[Event], list[MetricSample]]] = []
+    notes: list[str] = []
+    not_logs: Counter[str] = Counter()
     for item in expand_inputs(paths, options.limits, meter):
+        if item.notice or (item.walked and _not_a_log(item, not_logs)):
+            notes += item.warnings if item.notice else []
+            continue
         if progress:
             progress(item.display)
         if meter is not None:
@@ -212,10 +248,30 @@ def analyze(paths: Sequence[str], options: Options | None = None,
     timeline = build_timeline(per_source, offsets=options.offsets, names=[s.path for s in sources])
     if options.timeline_filter is not None:
         timeline = options.timeline_filter.apply(timeline)
-    findings, verdict = match.diagnose(timeline, signatures)
+    findings, verdict = match.diagnose(timeline, signatures, options.max_evidence)
     attach_output_tail(verdict.root_cause, lambda bundle: output_tail(sources, bundle))
-    warnings = [w for s in sources for w in s.warnings] + verdict.warnings
+    if not_logs:
+        notes.append(skipped_note(not_logs))
+    warnings = notes + [w for s in sources for w in s.warnings] + verdict.warnings
     return Analysis(sources, timeline, findings, verdict, warnings)
+
+
+def _not_a_log(item: InputFile, counts: Counter[str]) -> bool:
+    """A file found in a folder that is not a log (forensics/parsers/common/log_files.py), counted."""
+    from forensics.parsers.common.log_files import not_a_log
+
+    label = not_a_log(item.display, item.raw[:65536])
+    if label is not None:
+        counts[label] += 1
+    return label is not None
+
+
+def skipped_note(counts: Counter[str]) -> str:
+    """``skipped 14 files that are not logs: 9 .py, 3 .md, …; name them to read them``."""
+    n = sum(counts.values())
+    kinds = ", ".join(f"{c} {label}" for label, c in counts.most_common(6)) + (", …" if len(counts) > 6 else "")
+    return f"skipped {n} file{'s' if n != 1 else ''} that {'are' if n != 1 else 'is'} not logs: {kinds}; " \
+           "name them to read them"
 
 
 def output_tail(sources: Sequence[SourceReport], bundle: str, n: int = 20) -> dict[str, list[str]]:
@@ -268,6 +324,7 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
             "blame": _blame_json(v),
             "root_first_event": iso(v.t0),
             "xid_catalog": v.xid_catalog or None,
+            "machine": _machine_json(v),
             "xid_incidents": [
                 {"gpu": i.gpu, "host": i.host, "first_seen": iso(i.first_ts), "last_seen": iso(i.last_ts),
                  "primary": i.primary, "meaning": i.primary_meaning, "bucket": i.bucket,
@@ -318,13 +375,18 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
 
 
 def _blame_json(v: Verdict) -> dict[str, Any] | None:
-    """Culprit + victims + why (additive to version 1; None for single-worker or healthy verdicts)."""
-    b = v.blame
-    if b is None:
+    """Culprit + victims + why (additive to version 1; None when the evidence names nobody)."""
+    return v.blame.to_json() if v.blame is not None else None
+
+
+def _machine_json(v: Verdict) -> dict[str, Any] | None:
+    """The GPUs' models and classes the remedies were chosen for (additive to version 1; null when the
+    inputs name no GPU model)."""
+    m = v.machine
+    if m is None or not m.gpus:
         return None
-    return {"line": b.line(), "culprits": b.culprits, "victims": b.victims, "why": b.why,
-            "culprit_ranks": b.culprit_ranks, "culprit_gpus": b.culprit_gpus, "culprit_hosts": b.culprit_hosts,
-            "victim_ranks": b.victim_ranks, "victim_gpus": b.victim_gpus, "basis": b.basis, "facts": b.facts}
+    return {"gpus": [{"gpu": g, "model": model, "class": cls} for g, (model, cls) in m.gpus.items()],
+            "classes": sorted(m.classes()), "basis": m.basis}
 
 
 def _timeline_summary(timeline: Timeline) -> dict[str, Any]:
@@ -350,4 +412,11 @@ def _timeline_summary(timeline: Timeline) -> dict[str, Any]:
 
 
 def dumps(analysis: Analysis) -> str:
-    return json.dumps(to_json_dict(analysis), indent=2, ensure_ascii=False)
+    """Strict JSON (``forensics.escape.json_dumps``): a non-finite number (a manifest's 1e999) is
+    ``null``, and a warning names where."""
+    from forensics.escape import finite, json_dumps
+
+    notes: list[str] = []
+    data = finite(to_json_dict(analysis), notes)
+    data["warnings"] += [f"not a finite number, written as null: {n}" for n in notes[:20]]
+    return json_dumps(data, indent=2)

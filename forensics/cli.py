@@ -89,7 +89,9 @@ def _plan(args: argparse.Namespace, mode: str) -> list[list[str]]:
 
     p = plan(args.paths, mode)
     for notice in p.notices:
-        sys.stderr.write(f"forensics: {notice}\n")
+        from forensics.escape import terminal
+
+        sys.stderr.write(f"forensics: {terminal(notice, one_line=True)}\n")  # bundle folder names are input
     return p.groups
 
 
@@ -107,24 +109,25 @@ def _status(analysis: Analysis, say: bool = True) -> int:
         return EXIT_FAILURE_FOUND
     if all(s.kind in ("unreadable", "binary", "empty") for s in analysis.sources):
         if say:
-            sys.stderr.write("forensics: nothing readable in the inputs\n")
+            from forensics.text_report import nothing_readable
+
+            sys.stderr.write(f"forensics: {nothing_readable(analysis)}\n")
         return EXIT_USAGE
     unreadable = any(s.kind in ("unreadable", "binary") for s in analysis.sources)
     return EXIT_PARTIAL if unreadable else EXIT_OK
 
 
 def _run_analysis(paths: Sequence[str], args: argparse.Namespace, options: Options) -> Analysis:
+    from dataclasses import replace
+
     from forensics.analysis import analyze
-    from forensics.match import matcher
 
     line = _progress_line(args)
-    kept = matcher.MAX_EVIDENCE
     if args.all:  # every matching line on the finding, not the first and last few
-        matcher.MAX_EVIDENCE = sys.maxsize
+        options = replace(options, max_evidence=None)
     try:
         return analyze(paths, options, on_progress=line)
     finally:
-        matcher.MAX_EVIDENCE = kept
         if line is not None:
             line.clear()
 
@@ -140,20 +143,22 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     groups = _plan(args, "each" if args.each else "merge" if args.merge else "newest")
     if not args.each:
         analysis = _run_analysis(groups[0], args, options)
+        status = _status(analysis)
+        if status == EXIT_USAGE:  # nothing readable: the one line on stderr, no report that reads as healthy
+            return status
         if args.format == "json":
             sys.stdout.write(dumps(analysis) + "\n")
         else:
             write_report(render_text(analysis, full=args.all), sys.stdout)
-        return _status(analysis)
+        return status
     return _analyze_each(groups, args, options)
 
 
 def _analyze_each(groups: list[list[str]], args: argparse.Namespace, options: Options) -> int:
     """``--each``: one analysis per bundle (or path), one summary line each (text) or one entry each (JSON)."""
-    import json
-
     from forensics.analysis import JSON_VERSION, to_json_dict
     from forensics.colour import write_report
+    from forensics.escape import json_dumps
 
     statuses: list[int] = []
     runs: list[dict[str, object]] = []
@@ -166,7 +171,7 @@ def _analyze_each(groups: list[list[str]], args: argparse.Namespace, options: Op
         else:
             lines.append(_summary_line(" ".join(group), analysis))
     if args.format == "json":
-        sys.stdout.write(json.dumps({"version": JSON_VERSION, "runs": runs}, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_dumps({"version": JSON_VERSION, "runs": runs}, indent=2) + "\n")
     else:
         write_report("\n".join(lines) + f"\n{len(groups)} run(s) analyzed one by one; "
                      "forensics analyze BUNDLE for the whole report of one\n", sys.stdout)
@@ -270,8 +275,12 @@ examples:
 exit status:
   0  no failure found
   1  a failure was found (with --each: in at least one run)
-  2  bad usage, or nothing readable in the inputs
+  2  bad usage, nothing readable in the inputs (one line on stderr, nothing on stdout),
+     or a filter (--host, --rank, --since, --until) that matched nothing (the line says what exists)
   3  no failure found, but some inputs could not be read
+
+A folder is read for its logs: source code, Markdown/README, TOML/YAML/JSON configs and images
+found in it are skipped and counted (name a file to read it anyway).
 """
 EPILOG_RECORD = """\
 While CMD runs, a watcher process (low priority) reads the bundle as it grows and tells
@@ -299,10 +308,13 @@ exit status:
 EPILOG_OPEN = """\
 exit status:
   0  the UI was closed
-  2  bad usage, or the inputs could not be analyzed
+  2  bad usage, nothing readable in the inputs (the one line, no UI), a filter that matched
+     nothing, the inputs could not be analyzed, or the UI itself failed
 """
 EPILOG_EVAL = """\
-Each case is a folder with case.toml (the primary signature wanted) and its logs.
+Each case is a folder with case.toml (the primary signature wanted, optionally a [culprit] table:
+ranks, gpus, hosts, pids) and its logs. forensics eval tests/corpus --transforms culprit rewrites each
+case into the shapes workers come in and reports root and culprit invariance per transform.
 
 exit status:
   0  every case was analyzed (the scores are printed; a miss is not an error)
@@ -408,9 +420,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_fleet(sub)
 
+    from forensics.mcp.cli import add_command as add_mcp
+
+    add_mcp(sub)
+
     ev = sub.add_parser("eval", help="score the analyzer on a folder of labelled cases",
-                        description="Score the analyzer on a folder of labelled cases: top-1/top-3 accuracy "
-                                    "and false alarms.", epilog=EPILOG_EVAL, formatter_class=fmt)
+                        description="Score the analyzer on a folder of labelled cases: top-1/top-3 accuracy, "
+                                    "false alarms, and the culprit score over cases with a [culprit] table.",
+                        epilog=EPILOG_EVAL, formatter_class=fmt)
     ev.add_argument("corpus", nargs="+", metavar="CORPUS_DIR",
                     help="folder of case folders, each with case.toml and its logs (e.g. tests/corpus); "
                          "with --transforms also bundles and loose logs")
@@ -420,8 +437,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="one line per case: ok/MISS, wanted and found signature, confidence")
     ev.add_argument("--transforms", nargs="?", const="", metavar="NAMES",
                     help="instead of scoring, rewrite each case's text (launcher prefixes, line numbers, quoting, "
-                         "CRLF, wrapping, excerpts, chatter, locales, gzip; comma-separated names, all by default) "
-                         "and report how often the root cause stays the same; cases, bundles and loose logs")
+                         "CRLF, wrapping, excerpts, chatter, locales, gzip; 'culprit': one paste, ranks only in the "
+                         "message, other launchers' labels, shuffled and scaled ranks; comma-separated names, all "
+                         "by default) and report how often the root cause and the culprit stay the same; cases, "
+                         "bundles and loose logs")
     ev.set_defaults(func=cmd_eval)
 
     lint = sub.add_parser("lint-signatures", help="check signature files and report errors with file:line",
@@ -471,7 +490,7 @@ def quiet_blas_threads() -> None:
 
 
 #: Subcommands that run the analyzer in this process.
-_ANALYZING = frozenset({"analyze", "open", "report", "diff", "pack", "eval"})
+_ANALYZING = frozenset({"analyze", "open", "report", "diff", "pack", "eval", "mcp"})
 
 
 def _import_analyzer() -> None:
@@ -506,8 +525,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _import_analyzer()
     try:
         return int(args.func(args))
-    except ForensicsError as exc:
-        sys.stderr.write(f"forensics: {exc}\n")
+    except ForensicsError as exc:  # one line, whatever an input put in it (a host name from a filter's answer)
+        from forensics.escape import terminal
+
+        sys.stderr.write(f"forensics: {terminal(str(exc), one_line=True)}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -240,7 +240,7 @@ def parse_iso(text: str, tz: tzinfo | None = None) -> tuple[int, TsSource] | Non
     return None if exact is None else (exact, TsSource.EXACT)
 
 
-_CTIME_RE = lazy_compile(r"(?:\S+\s+)?(\S+)\s+(\d{1,2})\s+(\d{1,2}):(\d\d):(\d\d)(?:[.,](\d{1,9}))?\s+(\d{4})$")
+_CTIME_RE = lazy_compile(r"(?<!\S)(?:\S+\s+)?(\S+)\s+(\d{1,2})\s+(\d{1,2}):(\d\d):(\d\d)(?:[.,](\d{1,9}))?\s+(\d{4})$")
 
 
 def parse_ctime(text: str, tz: tzinfo | None = None) -> tuple[int, TsSource] | None:

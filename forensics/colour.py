@@ -42,7 +42,11 @@ def use_colour(stream: TextIO) -> bool:
 
 
 def write_report(text: str, stream: TextIO) -> None:
-    """Write the report: plain as it is, or with its headings styled on a terminal."""
+    """Write the report: plain as it is, or with its headings styled on a terminal; either way without
+    the control and bidi characters an input may have put in it (:func:`forensics.escape.terminal`)."""
+    from forensics.escape import terminal
+
+    text = terminal(text)
     if not use_colour(stream):
         stream.write(text)
         return

@@ -84,6 +84,12 @@ class Event:
         """The whole record: the message and any continuation lines."""
         return self.detail or self.message
 
+    def __repr__(self) -> str:
+        from forensics.units import iso
+
+        message = self.message if len(self.message) <= 80 else self.message[:79] + "…"
+        return f"Event({iso(self.ts)}, {self.source!r}, {self.kind!r}, {message!r}, origin='{self.origin}')"
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class MetricSample:

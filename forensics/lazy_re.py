@@ -15,6 +15,7 @@ made so far — a test calls it, so a bad pattern still fails at once, not in so
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any, AnyStr, cast
 
 __all__ = ["compile_all", "lazy_compile"]
@@ -26,10 +27,11 @@ _MADE: list[_LazyPattern] = []
 
 
 class _LazyPattern:
-    def __init__(self, pattern: str | bytes, flags: int) -> None:
+    def __init__(self, pattern: str | bytes, flags: int, module: str = "") -> None:
         self._source = pattern
         self._flags = flags
         self._compiled: re.Pattern[Any] | None = None
+        self._module = module  # where it was made (tests/test_regex_linear.py names it)
 
     def compile(self) -> re.Pattern[Any]:
         if self._compiled is None:
@@ -40,7 +42,7 @@ class _LazyPattern:
         return self._compiled
 
     def __getattr__(self, name: str) -> Any:  # only for names not yet on the object
-        if name.startswith("__") or name in ("_source", "_flags", "_compiled"):
+        if name.startswith("__") or name in ("_source", "_flags", "_compiled", "_module"):
             raise AttributeError(name)
         return getattr(self.compile(), name)
 
@@ -53,7 +55,7 @@ class _LazyPattern:
 
 def lazy_compile(pattern: AnyStr, flags: int | re.RegexFlag = 0) -> re.Pattern[AnyStr]:
     """Like :func:`re.compile`, compiled when first used."""
-    made = _LazyPattern(pattern, int(flags))
+    made = _LazyPattern(pattern, int(flags), sys._getframe(1).f_globals.get("__name__", ""))
     _MADE.append(made)
     return cast("re.Pattern[AnyStr]", made)
 

@@ -129,7 +129,8 @@ def _root(analysis: Analysis, full: bool = False) -> list[str]:
         out += ["", "  What followed (consequences, not causes):"]
         out += [_finding_line(c, v.t0) for c in v.consequences]
     if f.remedy:
-        out += ["", "  What to do:"]
+        fit = v.remedy_heading(f)
+        out += ["", f"  What to do ({fit}):" if fit else "  What to do:"]
         for i, step in enumerate(f.remedy, 1):
             wrapped = wrap_commands(step, WIDTH - 7)
             out.append(f"    {i}. {wrapped[0] if wrapped else ''}")
@@ -252,3 +253,18 @@ def render_text(analysis: Analysis, full: bool = False) -> str:
     from forensics.secrets import redact_text
 
     return redact_text("\n".join(out) + "\n")[0]  # what the child printed may hold a credential
+
+
+def nothing_readable(analysis: Analysis) -> str:
+    """The one line for inputs of which nothing could be read (``analyze``, ``report``, ``open``), with
+    the first reason."""
+    from forensics.escape import terminal
+
+    why = next(iter(analysis.warnings), "")
+    more = f" (+{len(analysis.warnings) - 1} more)" if len(analysis.warnings) > 1 else ""
+    return "nothing readable in the inputs" + (f": {terminal(why, one_line=True)[:300]}{more}" if why else "")
+
+
+def readable(analysis: Analysis) -> bool:
+    """Whether any input gave text to analyse (not all unreadable, binary or empty)."""
+    return not all(s.kind in ("unreadable", "binary", "empty") for s in analysis.sources)

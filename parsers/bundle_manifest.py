@@ -12,7 +12,6 @@ recorder still there (``forensics/ingest/live_state.py``): then the run is still
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +20,7 @@ from forensics.parsers.common.base import ParseContext, Record, whole_text
 
 from forensics.events import Event, Origin, Severity, TsSource
 from forensics.ingest.live_state import recording_state
+from forensics.ingest.reader import loads_bounded
 from forensics.ingest.textdoc import TextDocument
 
 _MARKERS = ('"format": "gpu-forensics-bundle"', '"format":"gpu-forensics-bundle"',
@@ -71,6 +71,16 @@ _DIED = """{
 """
 
 
+#: A manifest's text fields are short; a longer one (a 100 MB host name) is cut here.
+_TEXT_CAP = 4096
+
+
+def _text(value: Any) -> str | None:
+    """A manifest field the recorder writes as a string: that string (cut), else None (a number, a
+    list, a 900-deep structure is not carried into the event)."""
+    return value[:_TEXT_CAP] if isinstance(value, str) and value else None
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -83,6 +93,8 @@ def _line_of(doc: TextDocument, key: str) -> tuple[int, int]:
 
 class BundleManifestParser:
     name = "bundle-manifest"
+    #: producer versions its real samples hold (the recorded samples' manifest.json)
+    tested_with = {"gpu-forensics recorder": ("0.1.0",)}
     samples = (_FINISHED, _DIED)
 
     def detect(self, head: list[str]) -> float:
@@ -94,7 +106,7 @@ class BundleManifestParser:
         if raw is None:
             return
         try:
-            data = json.loads(raw)
+            data = loads_bounded(raw)
         except (ValueError, RecursionError) as exc:
             ctx.warn(f"manifest is not valid JSON ({exc})")
             return
@@ -104,18 +116,18 @@ class BundleManifestParser:
         if data.get("format") == "gpu-forensics-degraded":
             yield from _degraded(data, doc, ctx, ctx.host)
             return
-        host = data.get("host") if isinstance(data.get("host"), str) else ctx.host
+        host = _text(data.get("host")) or ctx.host
         start = _int(data.get("start_ns"))
         end = _int(data.get("end_ns"))
         heartbeat = _int(data.get("heartbeat_ns"))
-        manifest_status = str(data.get("status", "unknown"))
+        manifest_status = _text(data.get("status")) or "unknown"
         live = recording_state(data)  # "running": still being recorded, or the recorder died
         still = live is not None and live.live
         status = ("running" if still else "interrupted") if manifest_status == "running" else manifest_status
         command: list[Any] = data["command"] if isinstance(data.get("command"), list) else []
-        cmd = shlex.join(str(c) for c in command)
+        cmd = shlex.join(_text(c) or "" for c in command[:1000])[:_TEXT_CAP]
         exit_code, sig = _int(data.get("exit_code")), _int(data.get("signal"))
-        sig_name = data.get("signal_name") or (f"signal {sig}" if sig is not None else None)
+        sig_name = _text(data.get("signal_name")) or (f"signal {sig}" if sig is not None else None)
         bundle_path = ctx.path.rsplit("/", 1)[0] if "/" in ctx.path else "."
         nlines = doc.line_count()
 
@@ -134,8 +146,9 @@ class BundleManifestParser:
             message=f"recorded `{cmd}` on {host}: {status}, {outcome}", origin=Origin(ctx.path, 1, 0, nlines),
             severity=Severity.INFO, host=host,
             attrs={"status": status, "manifest_status": manifest_status, "exit_code": exit_code, "signal": sig,
-                   "signal_name": data.get("signal_name"), "command": cmd, "start": data.get("start"),
-                   "end": data.get("end"), "path": bundle_path, "host": host, "heartbeat": data.get("heartbeat"),
+                   "signal_name": _text(data.get("signal_name")), "command": cmd, "start": _text(data.get("start")),
+                   "end": _text(data.get("end")), "path": bundle_path, "host": host,
+                   "heartbeat": _text(data.get("heartbeat")), "child_pid": _int(data.get("child_pid")),
                    **({"live": True, "heartbeat_age_s": live.heartbeat_age_s} if still and live is not None else {})},
         )
         if exit_code is not None or sig is not None:
@@ -146,17 +159,17 @@ class BundleManifestParser:
                 ts=end, ts_source=TsSource.EXACT if end else TsSource.NONE, source=ctx.source, kind="exit",
                 message=f"the recorded command {what}", origin=Origin(ctx.path, no, off),
                 severity=Severity.ERROR if failed else Severity.INFO, host=host,
-                attrs={"exit_code": exit_code, "signal": sig, "signal_name": data.get("signal_name")},
+                attrs={"exit_code": exit_code, "signal": sig, "signal_name": _text(data.get("signal_name"))},
             )
         if manifest_status == "running" and not still:
             no, off = _line_of(doc, "heartbeat_ns")
             ts = heartbeat or start
             yield Event(
                 ts=ts, ts_source=TsSource.EXACT if ts else TsSource.NONE, source=ctx.source, kind="recorder",
-                message=f"the recorder stopped without closing the bundle; last heartbeat {data.get('heartbeat')}"
-                        " (host crash, power loss or the recorder was killed)",
+                message="the recorder stopped without closing the bundle; last heartbeat "
+                        f"{_text(data.get('heartbeat'))} (host crash, power loss or the recorder was killed)",
                 origin=Origin(ctx.path, no, off), severity=Severity.WARNING, host=host,
-                attrs={"reason": "recorder-died", "heartbeat": data.get("heartbeat")},
+                attrs={"reason": "recorder-died", "heartbeat": _text(data.get("heartbeat"))},
             )
         sources: dict[str, Any] = data["sources"] if isinstance(data.get("sources"), dict) else {}
         for name, info in sources.items():
@@ -173,7 +186,9 @@ class BundleManifestParser:
                 attrs={"reason": f"source-{st}", "recorder_source": name, "detail": reason},
             )
         yield from _degraded(data, doc, ctx, host)
-        for err in data.get("recorder_errors") or []:
+        errors = data.get("recorder_errors")
+        for err in (errors if isinstance(errors, list) else [])[:100]:
+            err = _text(err) or str(err)[:500]
             no, off = _line_of(doc, "recorder_errors")
             yield Event(ts=start, ts_source=TsSource.EXACT if start else TsSource.NONE, source=ctx.source,
                         kind="recorder", message=f"recorder error: {err}", origin=Origin(ctx.path, no, off),
@@ -187,10 +202,10 @@ def _degraded(data: dict[str, Any], doc: TextDocument, ctx: ParseContext, host: 
     if not isinstance(items, list):
         return
     no, off = _line_of(doc, "degraded")
-    for item in items:
+    for item in items[:100]:
         if not isinstance(item, dict):
             continue
-        what, error, since = item.get("file"), item.get("error"), item.get("since")
+        what, error, since = _text(item.get("file")), _text(item.get("error")), _text(item.get("since"))
         offset = _int(item.get("offset"))
         after = f" after byte {offset:,}" if offset is not None else ""
         message = f"recording degraded: {what}: {error} from {since}; the output{after} was not recorded"

@@ -26,7 +26,7 @@ _RESULT = lazy_compile(r"^(?:GPU\s*\d+\s*:\s*)?(Pass|Fail|Warn|Skip|Not Run)\b",
 #: DCGM 4 prints one result row per GPU (``GPU0: Fail``) and notes as ``Warning: GPU0`` / ``Info: GPU1``
 _GPU_RESULT = lazy_compile(r"^GPU\s*(\d+)\s*:\s*(\w+)", re.I)
 _NOTE_GPU = lazy_compile(r"^(Warning|Info|Error)\s*:\s*GPU\s*(\d+)$", re.I)
-_GPUS = lazy_compile(r"GPUs?\s*:?\s*((?:\d+\s*,?\s*)+)")
+_GPUS = lazy_compile(r"GPUs?\s*(?::\s*)?((?:\d+\s*(?:,\s*)?)+)")
 _NOTES = ("warning", "info", "error")
 
 
@@ -53,6 +53,8 @@ class _Test:
 
 class DcgmiDiagParser:
     name = "dcgmi-diag"
+    #: producer versions its real samples hold (slurmonaws5's diag table)
+    tested_with = {"DCGM": ("3.3.9",)}
     samples = (
         # Shape: `dcgmi diag -r 2` table (layout and wording as DCGM 3.x prints it; the failure text
         # follows the DCGM diag message quoted in catalog-driver §1.2 for Xid 63/64).

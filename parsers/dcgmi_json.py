@@ -10,7 +10,6 @@ nesting that differs between DCGM versions does not matter.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +18,7 @@ from forensics.parsers.common.base import ParseContext, Record
 from forensics.parsers.dcgm_hostengine import health_message
 
 from forensics.events import Event, Severity, TsSource
+from forensics.ingest.reader import loads_bounded
 from forensics.ingest.textdoc import TextDocument
 from forensics.lazy_re import lazy_compile
 
@@ -64,6 +64,8 @@ def _diag_tests(node: Any) -> Iterator[dict[str, Any]]:
 
 class DcgmiJsonParser:
     name = "dcgmi-json"
+    #: producer versions its real samples hold (dcgm139's case note)
+    tested_with = {"DCGM": ("3.3",)}
     samples = (
         # Real: `dcgmi health -c -j` of a healthy group (NVIDIA/DCGM#263).
         """{
@@ -97,8 +99,8 @@ class DcgmiJsonParser:
             ctx.warn("DCGM JSON report too large; skipped")
             return
         try:
-            tree = json.loads(doc.data[:].decode("utf-8", errors="replace"))  # at most _MAX_BYTES
-        except ValueError as exc:
+            tree = loads_bounded(doc.data[:].decode("utf-8", errors="replace"))  # at most _MAX_BYTES
+        except (ValueError, RecursionError) as exc:
             ctx.warn(f"not readable as JSON ({exc})")
             return
         first = next(iter(doc.lines()), None)

@@ -136,4 +136,6 @@ PARSER = KernelLogParser(
     reader=RawReader,
     detect=_detect,
     bare=_is_bare,
+    # NVRM's load lines in neg-k8sdp480, nvsentinel155 and ogkm1230
+    tested_with={"NVIDIA driver": ("525.147.05", "570.158.01", "595.71.05")},
 )

@@ -65,4 +65,5 @@ PARSER = KernelLogParser(
     ),
     reader=CtimeReader,
     detect=share_detector(_match),
+    tested_with={"NVIDIA driver": ("535.129.03", "535.183.01")},  # NVRM's lines in neg-gpud-kvm-a and akash244
 )

@@ -13,7 +13,6 @@ event whose time is the file's epoch timestamp.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from types import MappingProxyType
 from typing import Any
@@ -22,6 +21,7 @@ from forensics.parsers.common.base import ParseContext, Record, whole_text
 from forensics.parsers.producers import py_traceback
 
 from forensics.events import Event, Origin, Severity, TsSource
+from forensics.ingest.reader import loads_bounded
 from forensics.ingest.textdoc import TextDocument
 
 __all__ = ["PARSER"]
@@ -56,7 +56,7 @@ class ElasticErrorFileParser:
         if raw is None:
             return
         try:
-            data = json.loads(raw.decode("utf-8", errors="replace"))
+            data = loads_bounded(raw.decode("utf-8", errors="replace"))
         except (ValueError, RecursionError):
             ctx.warn("not a valid TORCHELASTIC_ERROR_FILE (JSON did not parse)")
             return

@@ -38,6 +38,7 @@ from typing import Any
 from forensics.parsers.common.base import ParseContext, Record, whole_text
 
 from forensics.events import Event, Origin, Severity, TsSource
+from forensics.ingest.reader import loads_bounded
 from forensics.ingest.safe_pickle import PickleError, load_plain, plain_nodes
 from forensics.ingest.textdoc import TextDocument
 from forensics.lazy_re import lazy_compile
@@ -46,7 +47,7 @@ from forensics.values import as_int as _int
 __all__ = ["PARSER", "pickle_to_json"]
 
 MAX_PENDING_PER_PG = 20
-_TRAILING_NUMBER = lazy_compile(r"(\d+)(?:\.json)?$")
+_TRAILING_NUMBER = lazy_compile(r"(?<!\d)(\d+)(?:\.json)?$")
 
 
 def _numel(sizes: Any) -> int | None:
@@ -71,6 +72,8 @@ def _pg_of(entry: dict[str, Any]) -> str | None:
 
 class FlightRecorderParser:
     name = "flight-recorder"
+    #: producer versions its real samples hold (the recorded samples' dumps (their README))
+    tested_with = {"PyTorch": ("2.11.0+cu130",)}
     samples = (
         '{"version": "2.5", "rank": 1,\n'
         ' "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},\n'
@@ -106,7 +109,7 @@ class FlightRecorderParser:
         if raw is None:
             return
         try:
-            data = json.loads(raw.decode("utf-8", errors="replace"))
+            data = loads_bounded(raw.decode("utf-8", errors="replace"))
         except (ValueError, RecursionError):
             ctx.warn("not a flight-recorder JSON dump (JSON did not parse)")
             return

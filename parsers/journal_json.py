@@ -17,7 +17,6 @@ plain ``dmesg`` files from the same boot.
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +27,7 @@ from forensics.parsers.dmesg import FACILITIES
 from forensics.parsers.producers.kernel_messages import TRIGGER_LITERALS
 
 from forensics.events import Event, TsSource
+from forensics.ingest.reader import loads_bounded
 from forensics.ingest.textdoc import Line, TextDocument
 
 __all__ = ["PARSER"]
@@ -181,7 +181,7 @@ class JournalJsonParser:
             if not text:
                 continue
             try:
-                entry = json.loads(text)
+                entry = loads_bounded(text)
             except (ValueError, RecursionError):
                 bad += 1
                 continue
@@ -208,7 +208,7 @@ class JournalJsonParser:
             buf.append(line.text)
             if line.text.rstrip() == "}":
                 try:
-                    h = entry_head(json.loads("\n".join(buf)))
+                    h = entry_head(loads_bounded("\n".join(buf)))
                 except (ValueError, RecursionError):
                     h = None
                 if h is None:

@@ -278,4 +278,5 @@ PARSER = KernelLogParser(
     ),
     reader=_reader,
     detect=flavour_detector("journalctl"),
+    tested_with={"NVIDIA driver": ("590.48.01", "610.57.04")},  # the case notes of ogkm1150 and llamacpp27102
 )

@@ -107,4 +107,6 @@ PARSER = KmsgParser(
     ),
     reader=KmsgReader,
     detect=share_detector(lambda t: _KMSG_RE.match(t) is not None, 0.95),
+    # the recorded samples' kmsg.log (NVRM's load line, the kernel's own version line)
+    tested_with={"NVIDIA driver": ("580.159.04",), "Linux kernel": ("6.18.44-fc-v657-gpu", "6.18.44-fc-v973-gpu")},
 )

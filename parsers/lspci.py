@@ -35,7 +35,7 @@ _GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 _BUS = lazy_compile(r"^\s+Bus:\s*primary=([0-9a-fA-F]{2}),\s*secondary=([0-9a-fA-F]{2}),"
                     r"\s*subordinate=([0-9a-fA-F]{2})")
 _PORT = lazy_compile(r"^\s+Capabilities:.*\bExpress(?: \(v\d\))? (Root Port|Upstream Port|Downstream Port)")
-_SUFFIX = lazy_compile(r"\s*\((?:rev [0-9a-fA-F]+|prog-if [^)]*)\)\s*$")
+_SUFFIX = lazy_compile(r"(?<!\s)\s*\((?:rev [0-9a-fA-F]+|prog-if [^)]*)\)\s*$")
 
 
 def gen_of_speed(gts: float) -> int | None:

@@ -31,7 +31,7 @@ __all__ = ["PARSER", "parse_tree_lines"]
 
 _ROOT = lazy_compile(r"\[(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2})\]")
 _DEV = lazy_compile(r"([0-9a-fA-F]{2})\.([0-7])(?:-\[([0-9a-fA-F]{2})(?:-([0-9a-fA-F]{2}))?\])?")
-_NAME = lazy_compile(r"\s+(\S.*?)\s*$")
+_NAME = lazy_compile(r"(?<!\s)\s+(\S(?:.*\S)?)\s*$")
 #: A root bus followed by its first device: the line every drawing starts with.
 _ROOT_LINE = lazy_compile(r"\[(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}\]-[-+\\]-[0-9a-fA-F]{2}\.[0-7]")
 _CONT_LINE = lazy_compile(r"^(?:>[ >]*)?[ |]*[+\\]-(?:[0-9a-fA-F]{2}\.[0-7]|\[)")

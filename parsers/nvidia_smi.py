@@ -74,6 +74,8 @@ def match_error(text: str) -> tuple[str, str | None] | None:
 
 class NvidiaSmiParser:
     name = "nvidia-smi"
+    #: producer versions its real samples hold (the tables' own headers; cs336data1's case note)
+    tested_with = {"NVIDIA driver": ("375.26", "390.59", "535.183.01", "535.216.03"), "CUDA": ("12.2",)}
     samples = (
         # Real: two snapshots' worth of the GPU table of an 8×H100 hang (corpus
         # stall-nvidia-smi-one-gpu-idle; GitHub collapsed the dashed rulers to "+-+").

@@ -86,6 +86,8 @@ def _stamp(text: str, ctx: ParseContext) -> tuple[int | None, TsSource]:
 
 class NvidiaSmiCsvParser:
     name = "nvidia-smi-csv"
+    #: producer versions its real samples hold (slurmonaws5's case note)
+    tested_with = {"NVIDIA driver": ("570.172.08",)}
     samples = (
         # Shape: `nvidia-smi --query-gpu=timestamp,index,pci.bus_id,name,utilization.gpu,memory.used,
         # memory.total,power.draw,temperature.gpu,pcie.link.gen.current,pcie.link.gen.max --format=csv -l 1`

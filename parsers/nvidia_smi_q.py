@@ -9,7 +9,8 @@ action, Reset Required / Drain and Reset Recommended) and a MetricSample when th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 from forensics.parsers.common.base import ParseContext, Record
 from forensics.parsers.common.nvidia_smi_common import GpuFacts, facts_records, normalize_bus_id, number, parse_ctime
@@ -21,8 +22,10 @@ from forensics.lazy_re import lazy_compile
 __all__ = ["PARSER", "facts_from_leaves"]
 
 _GPU = lazy_compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
-_KV = lazy_compile(r"^(\s*)(\S[^:]*?)\s+:\s?(.*)$")
-_SECTION = lazy_compile(r"^(\s*)(\S.*?)\s*$")
+# Linear on any line (a key of words and single blanks, never a lazy run followed by blanks: 40 lines of
+# ``x`` and 65,000 tabs took 143 s here, on every input's head).
+_KV = lazy_compile(r"^(\s*)([^:\s](?:\s*[^:\s])*)\s+:\s?(.*)$")
+_SECTION = lazy_compile(r"^(\s*)(\S(?:.*\S)?)\s*$")
 
 Leaves = list[tuple[tuple[str, ...], str]]
 _UNSCOPED_UNC = lazy_compile(r"^(?:sram|dram) uncorrectable(?: parity| sec-ded)?$")
@@ -41,120 +44,165 @@ def _yes(v: str) -> bool | None:
     return True if t == "yes" else False if t == "no" else None
 
 
+@dataclass(frozen=True)
+class _Leaf:
+    """One ``Key : Value`` of a GPU block: its key and enclosing sections (lower-cased), the value, its number."""
+
+    key: str
+    sect: tuple[str, ...]
+    value: str
+    n: float | None
+
+    def last(self, *prefixes: str) -> bool:
+        """Whether the innermost section starts with one of ``prefixes``."""
+        return bool(self.sect) and self.sect[-1].startswith(prefixes)
+
+
+@dataclass
+class _EccSums:
+    """Uncorrectable (volatile, aggregate) and correctable (volatile) counts summed over an ECC section."""
+
+    unc_v: float = 0.0
+    unc_a: float = 0.0
+    corr_v: float = 0.0
+    seen: set[str] = field(default_factory=set)
+
+    def add(self, name: str, n: float) -> None:
+        setattr(self, name, getattr(self, name) + n)
+        self.seen.add(name)
+
+
+#: Keys whose text is kept as it is, and the GpuFacts field it goes to.
+_TEXT = {"product name": "name", "gpu uuid": "uuid", "uuid": "uuid", "serial number": "serial",
+         "vbios version": "vbios"}
+#: Yes/No keys outside the remapped-rows section (GPU Reset Status), and their field.
+_YES = {"reset required": "reset_required", "drain and reset recommended": "drain_reset_recommended"}
+#: Readings by innermost section: key -> MetricSample column.
+_READINGS = {"fb memory usage": {"total": "mem_total_mib", "used": "mem_used_mib"},
+             "utilization": {"gpu": "util_gpu_pct", "memory": "util_mem_pct"},
+             "clocks": {"sm": "sm_clock_mhz", "memory": "mem_clock_mhz"}}
+_POWER_DRAW = ("power draw", "average power draw", "instantaneous power draw")
+_POWER_LIMIT = ("power limit", "current power limit")
+
+
+def _sram_source(f: GpuFacts, leaf: _Leaf, _sums: _EccSums) -> None:
+    f.sram_unc_sources[leaf.key.replace("sram ", "")] = leaf.n or 0.0
+
+
+def _ecc(f: GpuFacts, leaf: _Leaf, sums: _EccSums) -> None:
+    """An ECC Errors counter. R450+: "SRAM/DRAM Uncorrectable[ Parity| SEC-DED]"; older: "Double Bit" >
+    unit rows + "Total"."""
+    key, sect, n = leaf.key, leaf.sect, leaf.n or 0.0
+    volatile, aggregate, double = "volatile" in sect, "aggregate" in sect, "double bit" in sect
+    is_unc = "uncorrectable" in key or (double and key == "total")
+    is_corr = not is_unc and ("correctable" in key or ("single bit" in sect and key == "total"))
+    if is_unc and (volatile or aggregate):
+        part = "double-bit" if double else key.replace(" uncorrectable", "").split()[0].upper()
+        name = f"{'volatile' if volatile else 'aggregate'} {part}"
+        f.ecc_unc_parts[name] = f.ecc_unc_parts.get(name, 0.0) + n
+    if is_unc and volatile:
+        sums.add("unc_v", n)
+    elif is_unc and aggregate:
+        sums.add("unc_a", n)
+    elif is_corr and volatile:
+        sums.add("corr_v", n)
+
+
+def _retired(f: GpuFacts, leaf: _Leaf, _sums: _EccSums) -> None:
+    double = leaf.key.startswith("double") or leaf.last("double")
+    setattr(f, "retired_dbe" if double else "retired_sbe", leaf.n)
+
+
+def _remapped(f: GpuFacts, leaf: _Leaf, _sums: _EccSums) -> None:
+    """The Remapped Rows section: every key in it stops here, read or not."""
+    key = leaf.key
+    if key == "pending":
+        f.remap_pending = _yes(leaf.value)
+    elif key.startswith("remapping failure"):
+        f.remap_failure = _yes(leaf.value)
+    elif key.startswith("uncorrectable"):
+        f.remap_unc_rows = leaf.n
+    elif leaf.last("bank remap availability", "remapped row histogram") \
+            and key in ("none", "row remap histogram none") and leaf.n is not None:
+        f.remap_banks_exhausted = leaf.n
+
+
+def _link(f: GpuFacts, leaf: _Leaf, _sums: _EccSums) -> None:
+    """PCIe generation and link width: ``Current``/``Max``, and ``Device Current``/``Device Max`` where the
+    host side is not printed (a generation's plain key wins over its device one; a width's last read wins)."""
+    gen = "pcie generation" in leaf.sect
+    now, most = ("link_gen", "link_gen_max") if gen else ("link_width", "link_width_max")
+    for field_name, plain in ((now, "current"), (most, "max")):
+        if leaf.key in (plain, f"device {plain}"):
+            keep = gen and getattr(f, field_name) is not None and leaf.key != plain
+            if not keep:
+                setattr(f, field_name, leaf.n)
+
+
+def _power(f: GpuFacts, leaf: _Leaf, _sums: _EccSums) -> None:
+    if leaf.key in _POWER_DRAW:
+        f.values.setdefault("power_w", leaf.n or 0.0)
+    elif leaf.key in _POWER_LIMIT:
+        f.values.setdefault("power_limit_w", leaf.n or 0.0)
+
+
+def _reading(f: GpuFacts, leaf: _Leaf, _sums: _EccSums) -> None:
+    column = _READINGS[leaf.sect[-1]].get(leaf.key)
+    if column:
+        f.values[column] = leaf.n or 0.0
+
+
+_Rule = tuple[Callable[[_Leaf], bool], Callable[[GpuFacts, _Leaf, _EccSums], None]]
+
+#: What each leaf of a GPU block says, as (which leaves, what they set). The first rule whose test holds
+#: takes the leaf; order matters where sections nest (an SRAM source row is inside ECC Errors).
+_RULES: tuple[_Rule, ...] = (
+    (lambda x: x.key in _TEXT, lambda f, x, _s: setattr(f, _TEXT[x.key], x.value.strip())),
+    (lambda x: bool(x.sect) and x.sect[-1].endswith("uncorrectable sram sources") and x.n is not None, _sram_source),
+    (lambda x: "ecc errors" in x.sect and x.n is not None, _ecc),
+    (lambda x: not x.sect and x.n is not None and bool(_UNSCOPED_UNC.match(x.key)),  # grep output
+     lambda f, x, _s: f.ecc_unc_unscoped.append((x.key.replace("sram", "SRAM").replace("dram", "DRAM"), x.n or 0.0))),
+    (lambda x: "retired pages" in x.sect and x.key.startswith("pending"),
+     lambda f, x, _s: setattr(f, "retired_pending", _yes(x.value))),
+    (lambda x: "retired pages" in x.sect and x.n is not None and (
+        x.key.startswith(("double bit", "single bit"))  # -q: "Double Bit ECC : 3"
+        or (x.key == "retired count" and x.last("double bit", "multiple single bit"))), _retired),  # -q -x
+    (lambda x: "remapped rows" in x.sect, _remapped),
+    (lambda x: x.key == "gpu recovery action", lambda f, x, _s: setattr(f, "recovery_action", x.value.strip())),
+    (lambda x: x.key in _YES, lambda f, x, _s: setattr(f, _YES[x.key], _yes(x.value))),  # <gpu_reset_status>
+    (lambda x: ("pcie generation" in x.sect or "link width" in x.sect) and x.n is not None, _link),
+    (lambda x: x.key == "replays since reset" and x.n is not None, lambda f, x, _s: setattr(f, "replays", x.n)),
+    (lambda x: x.last("clocks event reasons", "clocks throttle reasons"),
+     lambda f, x, _s: f.clock_reasons_active.append(x.key) if x.value.strip().lower() == "active" else None),
+    (lambda x: x.key == "gpu current temp" and x.n is not None,
+     lambda f, x, _s: f.values.__setitem__("temp_c", x.n or 0.0)),
+    (lambda x: bool(x.sect) and "power readings" in x.sect[-1] and x.n is not None, _power),
+    (lambda x: bool(x.sect) and x.sect[-1] in _READINGS and x.n is not None, _reading),
+)
+
+
 def facts_from_leaves(f: GpuFacts, leaves: Leaves) -> GpuFacts:
-    """Fill ``f`` from (lower-cased section path, value) pairs of one GPU block."""
-    unc_v = unc_a = corr_v = 0.0
-    seen_unc_v = seen_unc_a = seen_corr_v = False
+    """Fill ``f`` from (lower-cased section path, value) pairs of one GPU block, through :data:`_RULES`."""
+    sums = _EccSums()
     for path, value in leaves:
-        key = path[-1]
-        sect = path[:-1]
-        n = number(value)
-        if key == "product name":
-            f.name = value.strip()
-        elif key in ("gpu uuid", "uuid"):
-            f.uuid = value.strip()
-        elif key == "serial number":
-            f.serial = value.strip()
-        elif key == "vbios version":
-            f.vbios = value.strip()
-        elif sect and sect[-1].endswith("uncorrectable sram sources") and n is not None:
-            f.sram_unc_sources[key.replace("sram ", "")] = n
-        elif "ecc errors" in sect and n is not None:
-            volatile = "volatile" in sect
-            aggregate = "aggregate" in sect
-            # R450+: "SRAM/DRAM Uncorrectable[ Parity| SEC-DED]"; older: "Double Bit" > unit rows + "Total"
-            double = "double bit" in sect
-            is_unc = "uncorrectable" in key or (double and key == "total")
-            is_corr = not is_unc and ("correctable" in key or ("single bit" in sect and key == "total"))
-            if is_unc and (volatile or aggregate):
-                scope = "volatile" if volatile else "aggregate"
-                part = "double-bit" if double else key.replace(" uncorrectable", "").split()[0].upper()
-                f.ecc_unc_parts[f"{scope} {part}"] = f.ecc_unc_parts.get(f"{scope} {part}", 0.0) + n
-            if is_unc and volatile:
-                unc_v += n
-                seen_unc_v = True
-            elif is_unc and aggregate:
-                unc_a += n
-                seen_unc_a = True
-            elif is_corr and volatile:
-                corr_v += n
-                seen_corr_v = True
-        elif not sect and _UNSCOPED_UNC.match(key) and n is not None:
-            f.ecc_unc_unscoped.append((key.replace("sram", "SRAM").replace("dram", "DRAM"), n))  # grep output
-        elif "retired pages" in sect and key.startswith("pending"):
-            f.retired_pending = _yes(value)
-        elif "retired pages" in sect and n is not None and (
-                key.startswith(("double bit", "single bit"))  # -q: "Double Bit ECC : 3"
-                or (key == "retired count" and sect[-1].startswith(("double bit", "multiple single bit")))):  # -q -x
-            if key.startswith("double") or sect[-1].startswith("double"):
-                f.retired_dbe = n
-            else:
-                f.retired_sbe = n
-        elif "remapped rows" in sect:
-            if key == "pending":
-                f.remap_pending = _yes(value)
-            elif key.startswith("remapping failure"):
-                f.remap_failure = _yes(value)
-            elif key.startswith("uncorrectable"):
-                f.remap_unc_rows = n
-            elif sect[-1].startswith(("bank remap availability", "remapped row histogram")) \
-                    and key in ("none", "row remap histogram none") and n is not None:
-                f.remap_banks_exhausted = n
-        elif key == "gpu recovery action":
-            f.recovery_action = value.strip()
-        elif key == "reset required":  # GPU Reset Status (XML <gpu_reset_status><reset_required>)
-            f.reset_required = _yes(value)
-        elif key == "drain and reset recommended":
-            f.drain_reset_recommended = _yes(value)
-        elif "pcie generation" in sect and n is not None:
-            if key in ("current", "device current"):
-                f.link_gen = n if f.link_gen is None or key == "current" else f.link_gen
-            elif key in ("max", "device max"):
-                f.link_gen_max = n if f.link_gen_max is None or key == "max" else f.link_gen_max
-        elif "link width" in sect and n is not None:
-            if key in ("current", "device current"):
-                f.link_width = n
-            elif key in ("max", "device max"):
-                f.link_width_max = n
-        elif key == "replays since reset" and n is not None:
-            f.replays = n
-        elif sect and sect[-1].startswith(("clocks event reasons", "clocks throttle reasons")):
-            if value.strip().lower() == "active":
-                f.clock_reasons_active.append(path[-1])
-        elif key == "gpu current temp" and n is not None:
-            f.values["temp_c"] = n
-        elif sect and "power readings" in sect[-1] and n is not None:
-            if key in ("power draw", "average power draw", "instantaneous power draw") \
-                    and "power_w" not in f.values:
-                f.values["power_w"] = n
-            elif key in ("power limit", "current power limit") and "power_limit_w" not in f.values:
-                f.values["power_limit_w"] = n
-        elif sect and sect[-1] == "fb memory usage" and n is not None:
-            if key == "total":
-                f.values["mem_total_mib"] = n
-            elif key == "used":
-                f.values["mem_used_mib"] = n
-        elif sect and sect[-1] == "utilization" and n is not None:
-            if key == "gpu":
-                f.values["util_gpu_pct"] = n
-            elif key == "memory":
-                f.values["util_mem_pct"] = n
-        elif sect and sect[-1] == "clocks" and n is not None:
-            if key == "sm":
-                f.values["sm_clock_mhz"] = n
-            elif key == "memory":
-                f.values["mem_clock_mhz"] = n
-    if seen_unc_v:
-        f.ecc_unc_volatile = unc_v
-    if seen_unc_a:
-        f.ecc_unc_aggregate = unc_a
-    if seen_corr_v:
-        f.ecc_corr_volatile = corr_v
+        leaf = _Leaf(path[-1], path[:-1], value, number(value))
+        for applies, apply in _RULES:
+            if applies(leaf):
+                apply(f, leaf, sums)
+                break
+    if "unc_v" in sums.seen:
+        f.ecc_unc_volatile = sums.unc_v
+    if "unc_a" in sums.seen:
+        f.ecc_unc_aggregate = sums.unc_a
+    if "corr_v" in sums.seen:
+        f.ecc_corr_volatile = sums.corr_v
     return f
 
 
 class NvidiaSmiQueryParser:
     name = "nvidia-smi-q"
+    #: producer versions its real samples hold (the outputs' own headers)
+    tested_with = {"NVIDIA driver": ("510.73.08", "535.154.05", "535.161.08"), "CUDA": ("11.6", "12.2")}
     samples = (
         # Real: `nvidia-smi -q` excerpt of an A100 with a pending row remap (corpus stas00-xid63).
         """Timestamp                                 : Wed Jun  7 19:32:16 2023

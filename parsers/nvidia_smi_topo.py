@@ -45,6 +45,8 @@ def _meaning(link: str) -> str:
 
 class NvidiaSmiTopoParser:
     name = "nvidia-smi-topo"
+    #: producer versions its real samples hold (the recorded samples (their README))
+    tested_with = {"NVIDIA driver": ("580.159", "580.159.04")}
     samples = (
         # Shape: `nvidia-smi topo -m` on a two-GPU desktop (matrix, affinity columns and legend as
         # nvidia-smi prints them); the PHB link matches report 1's CPU-slot + chipset-slot layout.

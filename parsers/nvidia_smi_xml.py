@@ -68,6 +68,8 @@ def _leaves(elem: ET.Element, path: tuple[str, ...], out: Leaves) -> None:
 
 class NvidiaSmiXmlParser:
     name = "nvidia-smi-xml"
+    #: producer versions its real samples hold (the recorded samples' <driver_version>)
+    tested_with = {"NVIDIA driver": ("580.159.04",)}
     samples = (
         # Shape: `nvidia-smi -q -x` (tag names as in NVIDIA's nvsmi DTD, including the SRAM-source
         # tags the catalog lists); values describe the report-1 RTX 5090 after a PCIe SRAM error.

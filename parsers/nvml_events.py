@@ -38,6 +38,8 @@ def _iso(ns: int) -> str:
 
 class NvmlEventsParser:
     name = "nvml-events"
+    #: producer versions its real samples hold (the recorded samples (their README))
+    tested_with = {"NVIDIA driver": ("580.159", "580.159.04")}
     samples = (_SAMPLE,)
 
     def detect(self, head: list[str]) -> float:

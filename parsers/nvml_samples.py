@@ -10,8 +10,11 @@ event reasons, PCIe link, ECC, remapped rows, replays) or memory use moves by mo
 
 The compute processes (``"p"``: ``[pid, used MiB]`` per GPU, once a second) become one
 ``gpu-process`` event per process and GPU at the end of the file: its peak and last footprint and
-its plateaus (footprints read twice in a row), so a detector can see workers that started alike
-and then grew apart (detectors/stunted.py).
+its plateaus (footprints read twice in a row) and since when it has not changed (``frozen_since``), so
+a detector can see workers that started alike and then grew apart (detectors/stunted.py). With the
+per-process utilization (``"pu"``: SM % once a second; a listed process absent from it read 0) it also
+carries ``sm_mean``, ``sm_peak``, ``sm_last`` (the last readings' mean) and ``idle_since`` (since when
+every reading has been 0): an idle process on a busy GPU.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ FORMAT = "gpu-forensics-nvml"
 DISCRETE = frozenset({"clock_reasons", "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "pcie_replay",
                       "ecc_sbe_volatile", "ecc_dbe_volatile", "remapped_pending", "remapped_failure"})
 EVERY_NS = 1_000_000_000
+#: Per-process utilization readings averaged into ``sm_last``.
+UTIL_TAIL = 5
 
 _SAMPLE = (
     '{"format":"gpu-forensics-nvml","version":1,"time":"unix-ms","columns":{"mu":"mem_used_mib",'
@@ -47,6 +52,8 @@ _SAMPLE = (
 class NvmlSamplesParser:
     name = "nvml-samples"
     samples = (_SAMPLE,)
+    #: producer versions its real samples hold (the recorded samples (their README))
+    tested_with = {"NVIDIA driver": ("580.159", "580.159.04")}
 
     def detect(self, head: list[str]) -> float:
         return 1.0 if head and head[0].startswith('{"format":"gpu-forensics-nvml",') else 0.0
@@ -71,6 +78,7 @@ class NvmlDecoder:
         self.last_emit: dict[str, int] = {}
         self.pending: dict[str, tuple[int, Origin]] = {}
         self.processes: dict[tuple[str, int], _Footprint] = {}
+        self.running: dict[str, set[int]] = {}  # GPU -> the pids of its last process list
 
     def feed(self, doc: TextDocument, ctx: ParseContext) -> Iterator[MetricSample]:
         """Samples of ``doc``'s lines; the last tick of a GPU not yet due waits in ``pending``."""
@@ -90,7 +98,9 @@ class NvmlDecoder:
                 continue
             ts = t * 1_000_000
             if isinstance(obj.get("p"), dict):
-                _read_processes(obj["p"], ts, ctx.origin(line), processes)
+                _read_processes(obj["p"], ts, ctx.origin(line), processes, self.running)
+            if isinstance(obj.get("pu"), dict):
+                _read_utilization(obj["pu"], ts, processes, self.running)
             changes: dict[str, Any] = obj["g"] if isinstance(obj.get("g"), dict) else {}
             for gi in gpu_names:
                 cur = state.setdefault(gi, {})
@@ -136,9 +146,11 @@ class NvmlDecoder:
 
 
 class _Footprint:
-    """One process's memory on one GPU over the recording (readings once a second)."""
+    """One process's memory on one GPU over the recording (readings once a second), and its utilization
+    when the recorder sampled it (``pu``)."""
 
-    __slots__ = ("first", "last", "peak", "peak_origin", "plateaus", "readings")
+    __slots__ = ("first", "frozen", "idle", "last", "peak", "peak_origin", "plateaus", "readings", "sm_last_ts",
+                 "sm_n", "sm_peak", "sm_sum", "sm_tail")
 
     def __init__(self, ts: int, mib: float) -> None:
         self.first: tuple[int, float] = (ts, mib)
@@ -147,6 +159,13 @@ class _Footprint:
         self.peak_origin: Origin | None = None
         self.plateaus: list[float] = []  # footprints read twice in a row, in order
         self.readings = 0
+        self.frozen = ts  # since when the footprint has been what it is now
+        self.sm_n = 0
+        self.sm_sum = 0.0
+        self.sm_peak = 0.0
+        self.sm_tail: list[float] = []  # the last readings
+        self.idle: int | None = None  # since when every reading has been 0 (None: the last one was not)
+        self.sm_last_ts = ts  # the last utilization reading (memory is written only when it changes)
 
     def add(self, ts: int, mib: float, origin: Origin) -> None:
         if self.readings and mib == self.last[1] and (not self.plateaus or self.plateaus[-1] != mib) \
@@ -154,30 +173,64 @@ class _Footprint:
             self.plateaus.append(mib)
         if mib > self.peak[1] or self.peak_origin is None:
             self.peak, self.peak_origin = (ts, mib), origin
+        if self.readings and mib != self.last[1]:
+            self.frozen = ts
         self.last = (ts, mib)
         self.readings += 1
+
+    def add_util(self, ts: int, sm: float) -> None:
+        self.sm_n += 1
+        self.sm_sum += sm
+        self.sm_peak = max(self.sm_peak, sm)
+        self.sm_tail = (self.sm_tail + [sm])[-UTIL_TAIL:]
+        self.sm_last_ts = ts
+        if sm > 0:
+            self.idle = None
+        elif self.idle is None:
+            self.idle = ts
 
     def event(self, pid: int, gpu: str, host: str | None, source: str) -> Event:
         ts, peak = self.peak
         assert self.peak_origin is not None  # set by the first add()
+        attrs: dict[str, Any] = {"pid": pid, "peak_mib": peak, "plateaus": tuple(self.plateaus),
+                                 "last_mib": self.last[1], "first_ts": self.first[0], "last_ts": self.last[0],
+                                 "readings": self.readings, "frozen_since": self.frozen}
+        if self.sm_n:
+            attrs.update(sm_mean=round(self.sm_sum / self.sm_n, 1), sm_peak=self.sm_peak,
+                         sm_last=round(sum(self.sm_tail) / len(self.sm_tail), 1), util_readings=self.sm_n,
+                         idle_since=self.idle, util_last_ts=self.sm_last_ts)
         return Event(ts=ts, ts_source=TsSource.EXACT, source=source or "nvml",
                      kind="gpu-process", message=f"pid {pid} on GPU {gpu}: peak {peak:,.0f} MiB",
-                     origin=self.peak_origin, host=host, gpu=gpu, pid=pid,
-                     attrs={"pid": pid, "peak_mib": peak, "plateaus": tuple(self.plateaus), "last_mib": self.last[1],
-                            "first_ts": self.first[0], "last_ts": self.last[0], "readings": self.readings})
+                     origin=self.peak_origin, host=host, gpu=gpu, pid=pid, attrs=attrs)
 
 
 def _read_processes(per_gpu: dict[str, Any], ts: int, origin: Origin,
-                    processes: dict[tuple[str, int], _Footprint]) -> None:
+                    processes: dict[tuple[str, int], _Footprint], running: dict[str, set[int]]) -> None:
     for gi, rows in per_gpu.items():
         if not isinstance(rows, list):
             continue
+        running[str(gi)] = set()
         for row in rows:
             if not (isinstance(row, list) and len(row) == 2 and all(isinstance(x, int) for x in row)):
                 continue
             pid, mib = row
             fp = processes.setdefault((str(gi), pid), _Footprint(ts, float(mib)))
             fp.add(ts, float(mib), origin)
+            running[str(gi)].add(pid)
+
+
+def _read_utilization(per_gpu: dict[str, Any], ts: int, processes: dict[tuple[str, int], _Footprint],
+                      running: dict[str, set[int]]) -> None:
+    """One per-process utilization reading: every process of the GPU's list gets one, 0 when absent."""
+    for gi, rows in per_gpu.items():
+        if not isinstance(rows, list):
+            continue
+        sm = {row[0]: float(row[1]) for row in rows
+              if isinstance(row, list) and len(row) >= 2 and all(isinstance(x, int | float) for x in row[:2])}
+        for pid in running.get(str(gi), set()) | set(sm):
+            fp = processes.get((str(gi), int(pid)))
+            if fp is not None:
+                fp.add_util(ts, sm.get(pid, 0.0))
 
 
 PARSER = NvmlSamplesParser()

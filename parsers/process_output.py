@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -56,6 +56,7 @@ from forensics.parsers.producers import (
     rank_activity,
     slurm,
     torchrun,
+    worker_identity,
 )
 from forensics.parsers.producers import training_progress as progress
 
@@ -120,6 +121,10 @@ ANOMALY_LITERALS: tuple[bytes, ...] = (b": nan", b" nan,", b" nan}", b" nan)", b
                                        *(name + sep + b"0" for name in (b"loss scale", b"loss_scale", b"Loss Scale",
                                                                        b"grad scale", b"grad_scale", b"Grad Scale")
                                          for sep in (b": ", b"=", b"': ", b'": ')))
+#: Progress series thinned apart (``_Scan._series``), and how much of a line's start names its series.
+MAX_SERIES = 8
+SERIES_CHARS = 24
+_NO_DIGITS = str.maketrans("", "", "0123456789")
 _NOTABLE_GENERIC = (b"Error", b"ERROR", b"error:", b"Traceback", b"FATAL", b"Fatal", b"Killed", b"panic")
 
 _WARNING = lazy_compile(r"^(?:(?P<path>.+?):(?P<line>\d+): )?(?P<cat>[A-Z]\w*Warning): ?(?P<msg>.*)$")
@@ -169,6 +174,9 @@ class _Scan:
         self.taken: set[int] = set()
         self.thinner = progress.Thinner(size_hint=len(doc))
         self.last_progress: tuple[int, Any] | None = None
+        #: progress series by shape (``_series``), each thinned on its own, and each one's last line
+        self.series: dict[str, progress.Thinner] = {}
+        self.series_last: dict[str, tuple[int, Any]] = {}
         self.repeats: Counter[str] = Counter()
         self.nccl_comms: set[tuple[int, str]] = set()
         self.pending_assert: dict[str, Any] | None = None
@@ -286,33 +294,51 @@ class _Scan:
                         body.pid = head.pid
             self.record(line, body, multiline=i == len(bounds) - 2)
 
+    def _series(self, t: str) -> str:
+        """Which thinned series a progress line belongs to: its start's shape, digits dropped (a pipeline's
+        monitor line and 2,048 ranks' step lines are thinned apart, so the monitor keeps its points); the
+        first shapes only (:data:`MAX_SERIES`), the rest share the file's first series."""
+        key = t[:SERIES_CHARS].translate(_NO_DIGITS)
+        if key in self.series:
+            return key
+        if not self.series:
+            self.series[key] = self.thinner
+        elif len(self.series) < MAX_SERIES:
+            self.series[key] = progress.Thinner()
+        else:
+            return next(iter(self.series))
+        return key
+
     def progress_only(self, line: Line, body: Body) -> bool:
         t = body.text.strip()
         if not any(h in t for h in _PROGRESS_HINTS):
             return False
-        seq = self.thinner.next_seq()
-        wanted = self.thinner.wanted(seq)
+        key = self._series(t)
+        thinner = self.series[key]
+        seq = thinner.next_seq()
+        wanted = thinner.wanted(seq)
         probe = _ZERO_ITERS.sub("", t) if "iterations:" in t else t
         if not wanted and not any(h in probe for h in _ANOMALY_HINTS):
-            self.last_progress = (seq, (line, body))
+            self.last_progress = self.series_last[key] = (seq, (line, body))
             return True
         attrs = progress.parse_progress(t)
         if attrs is None:
-            self.thinner.seen -= 1
+            thinner.seen -= 1
             return False
-        self._progress_event(line, body, t, attrs, seq)
+        self._progress_event(line, body, t, attrs, seq, key)
         return True
 
-    def _progress_event(self, line: Line, body: Body, t: str, attrs: dict[str, Any], seq: int) -> None:
+    def _progress_event(self, line: Line, body: Body, t: str, attrs: dict[str, Any], seq: int, key: str = "") -> None:
         anomalous = progress.is_anomalous(attrs)
         rank = attrs.pop("rank", None)
         ev = self.emit(line, "progress", t, Severity.WARNING if anomalous else Severity.INFO, body, attrs=attrs,
                        rank=rank, hold=not anomalous)
         if anomalous:
             self.last_progress = None
+            self.series_last.pop(key, None)
         else:
-            self.thinner.hold(seq, (line.offset, self.last_n, ev))
-            self.last_progress = (seq, (line.offset, self.last_n, ev))
+            self.series.get(key, self.thinner).hold(seq, (line.offset, self.last_n, ev))
+            self.last_progress = self.series_last[key] = (seq, (line.offset, self.last_n, ev))
 
     # -- records --------------------------------------------------------------------------------
     def record(self, line: Line, body: Body, multiline: bool) -> None:
@@ -804,9 +830,16 @@ class _Scan:
             return line, split_body(clean(text), self.srun)
         return held if len(held) == 2 else None
 
-    def finish(self) -> list[Event]:
-        self.flush_assert()
-        last = self.last_progress
+    def line_time(self, offset: int) -> tuple[int | None, TsSource]:
+        """The time of the line at ``offset``: its own stamp (a year-less one in the file's year), else
+        the recorder's receipt time."""
+        data = self.doc.data
+        end = data.find(b"\n", offset, offset + 600)
+        text = clean(data[offset:end if end >= 0 else offset + 600].decode("utf-8", "replace"))
+        return timestamp(split_body(text, self.srun).stamp, self.ctx, offset)
+
+    def _close_series(self, thinner: progress.Thinner, last: tuple[int, Any] | None) -> None:
+        """A series' kept events, with its last line (parsed now when it was only held)."""
         held = self._unparsed(last[1]) if last is not None else None
         if held is not None:
             line, body = held
@@ -815,9 +848,22 @@ class _Scan:
             last = None
             if attrs is not None:
                 ev = self.emit(line, "progress", t, Severity.INFO, body, attrs=attrs, hold=True)
-                last = (self.thinner.seen, (line.offset, self.last_n, ev))
-        self.events.extend(self.thinner.kept(last))
-        ranks = rank_activity.rank_activity(self.doc, self.ctx, lambda off: timestamp(None, self.ctx, off))
+                last = (thinner.seen, (line.offset, self.last_n, ev))
+        self.events.extend(thinner.kept(last))
+
+    def finish(self) -> list[Event]:
+        self.flush_assert()
+        if not self.series or self.thinner not in self.series.values():  # lines the raw-bytes path thinned
+            self._close_series(self.thinner, self.last_progress)
+        for key, thinner in self.series.items():
+            last = self.last_progress if thinner is self.thinner and self.last_progress is not None \
+                and isinstance(self.last_progress[1], _Skipped) else self.series_last.get(key)
+            self._close_series(thinner, last)
+        ids = worker_identity.identify(self.doc.data, self.srun) if len(self.doc.data) <= rank_activity.MAX_BYTES \
+            else None
+        if ids is not None and ids.at:  # a rank named inside the message or by a role ("drafter 6:")
+            self.events = [(off, n, _with_worker(ev, ids)) for off, n, ev in self.events]
+        ranks = rank_activity.rank_activity(self.doc, self.ctx, self.line_time, ids)
         self.events.extend((e.origin.offset, 0, e) for e in ranks)
         self.events.sort(key=lambda item: (item[0], item[1]))
         out = [ev for _, _, ev in self.events]
@@ -827,6 +873,21 @@ class _Scan:
             for i, ev in zip(at, placed, strict=True):
                 out[i] = ev
         return out
+
+
+def _with_worker(ev: Event, ids: worker_identity.Identities) -> Event:
+    """``ev`` with the rank (or launcher host / pid) its line names, when it carries none (not a launcher's
+    own line about a worker: its producer read what it says)."""
+    if ev.rank is not None or (ev.kind == "torchrun" and ("local_rank" in ev.attrs or "rank" in ev.attrs)):
+        return ev
+    w = ids.at.get(ev.origin.offset)
+    if w is None or (w.rank is None and w.host is None and w.pid is None):
+        return ev
+    attrs = ev.attrs
+    if w.rank is not None and "rank" not in attrs:
+        attrs = MappingProxyType({**attrs, "rank": w.rank})
+    return replace(ev, rank=w.rank, host=ev.host or w.host, pid=ev.pid if ev.pid is not None else w.pid,
+                   attrs=attrs)
 
 
 class _Skipped(NamedTuple):
@@ -888,7 +949,7 @@ def scan(doc: TextDocument, ctx: ParseContext, generic: bool = False) -> Iterato
 # -- detection -----------------------------------------------------------------------------------
 
 _STRONG = lazy_compile(
-    r"Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+|\[rank\d+\]:|ProcessGroupNCCL|"
+    r"Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+|\[(?:rank|default)\d+\]:|ProcessGroupNCCL|"
     r"terminate called|what\(\):|^frame #\d+:|Fatal Python error|^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): |"
     r"ChildFailedError|exitcode|torch\.distributed|\{'(?:loss|eval_loss|train_runtime)'|"
     r"(?<![\d/])\d+/\d+ \[[\d:]+<[\d:?]*,|OVERFLOW!|Warning: |CUDA error|THCudaCheck|Assertion `|"
@@ -934,9 +995,11 @@ def detect_slurm(head: list[str]) -> float:
 class StreamParser:
     """A registered name for :func:`scan` with its own detection rule and samples."""
 
-    def __init__(self, name: str, detector: Callable[[list[str]], float], samples: tuple[str, ...]) -> None:
+    def __init__(self, name: str, detector: Callable[[list[str]], float], samples: tuple[str, ...],
+                 tested_with: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.name = name
         self.samples = samples
+        self.tested_with = dict(tested_with or {})
         self._detector = detector
 
     def detect(self, head: list[str]) -> float:
@@ -961,17 +1024,21 @@ PARSER = StreamParser("process-output", detect_process_output, (
     # HF Trainer loss dicts (LlamaFactory#9631)
     "{'loss': 0.8728, 'grad_norm': nan, 'learning_rate': 0.0, 'epoch': 0.01}\n"
     "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 2.6315789473684213e-07, 'epoch': 0.02}\n",
-))
+), tested_with={  # NCCL: the `NCCL version` in the lines; PyTorch, DeepSpeed: the case notes, the recorded samples
+    "PyTorch": ("0.3", "1.0", "1.8", "2.0", "2.1", "2.11.0+cu130"),
+    "NCCL": ("2.14.3", "2.20.5", "2.21.5"),
+    "DeepSpeed": ("0.8.3",),
+})
 SLURM_PARSER = StreamParser("slurm", detect_slurm, (
     # K-Net#30
     "slurmstepd-gpu20-15: error: Detected 1 oom-kill event(s) in StepId=9411285.0. Some of your processes may "
     "have been killed by the cgroup out-of-memory handler.\n"
     "srun: error: gpu20-15: task 0: Out Of Memory\n"
     "slurmstepd-gpu20-15: error: *** STEP 9411285.0 ON gpu20-15 CANCELLED AT 2022-05-17T17:58:10 ***\n",
-))
+), tested_with={"NCCL": ("2.4.8",), "PyTorch": ("2.2",)})  # parlai3084's lines; segfault-faulthandler's note
 NCCL_DEBUG_PARSER = StreamParser("nccl-debug", detect_nccl_debug, (
     # NVIDIA/nccl#1235-style WARN with its return-code chain
     "ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'\n"
     "ng30903:3063028:3066152 [3] NCCL INFO transport/p2p.cc:204 -> 1\n"
     "ng30903:3063028:3066152 [3] NCCL INFO proxy.cc:1303 -> 1\n",
-))
+), tested_with={"NCCL": ("2.8.2", "2.14.3")})  # nccl606's `NCCL version` line; nccl795's case note

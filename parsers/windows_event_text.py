@@ -72,7 +72,7 @@ _DETAILS_START = lazy_compile(
     r"日志名称|記錄檔名稱|ログの名前|로그 이름)\s*[:：]"
 )
 _EVENT_ID_LABEL = lazy_compile(
-    r"^\s*(?:Event ID|Ereignis-ID|ID de l.événement|Id\. del evento|ID evento|ID do evento|Код события|事件 ID|"
+    r"^[^\S\n]*(?:Event ID|Ereignis-ID|ID de l.événement|Id\. del evento|ID evento|ID do evento|Код события|事件 ID|"
     r"事件識別碼|イベント ID|이벤트 ID)\s*[:：]", re.M
 )
 _UNRESOLVED = lazy_compile(

@@ -21,6 +21,7 @@ prints ``inputs N crashes C hangs H slowest S s (name)`` and saves every crashin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import io
 import json
@@ -221,8 +222,10 @@ def make_input(rng: random.Random, pool: list[tuple[str, bytes]]) -> tuple[str, 
 
 
 # -- running --------------------------------------------------------------------------------------------
-class Hang(Exception):
-    pass
+class Hang(BaseException):
+    """Raised by the alarm: a BaseException, so that no ``except Exception`` on the way (a detector's
+    guard, ``parse_guard``) can swallow it — an ``Exception`` here let seed 3 report "0 hangs" for an
+    input that took 143 s inside a detector."""
 
 
 def _alarm(_signum: int, _frame: object) -> None:
@@ -276,6 +279,131 @@ def run(inputs: int, seed: int, hang_s: float = 20.0, out: Path | None = None,
     return result
 
 
+def _make_bundle_input(rng: random.Random, tmp: Path, i: int, pool: list[tuple[str, bytes]]) -> Path:
+    from fuzz_bundles import make_bundle
+
+    case = tmp / f"{i:06d}"
+    case.mkdir()
+    return make_bundle(rng, case / "bundle", [d for _, d in pool], MUTATIONS)
+
+
+def run_bundles(command: str, inputs: int, seed: int, hang_s: float = 20.0, out: Path | None = None,
+                progress: Callable[[Result], None] | None = None) -> Result:
+    """``report``, ``diff`` (against the unmutated sample) or ``pack`` of fuzzed bundles, in process;
+    a :class:`~forensics.errors.ForensicsError` is the command's one clear line, anything else a crash."""
+    import shutil
+
+    from fuzz_bundles import CHECKS, SAMPLES
+
+    from forensics.errors import ForensicsError
+
+    rng = random.Random(seed)
+    pool = seeds()
+    check_one = CHECKS[command]
+    result = Result()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"forensics-fuzz-{command}-") as tmp:
+            for i in range(inputs):
+                b = _make_bundle_input(rng, Path(tmp), i, pool)
+                good = SAMPLES[i % len(SAMPLES)]
+                start = time.perf_counter()
+                signal.setitimer(signal.ITIMER_REAL, hang_s)
+                try:
+                    check_one(b, good, b.parent)
+                except Hang:
+                    result.hangs.append((f"{i:06d}", time.perf_counter() - start))
+                    _save_tree(out, b, f"hang-{command}-{i:06d}")
+                except ForensicsError:
+                    pass
+                except Exception:  # noqa: BLE001 - any other exception is the finding
+                    result.crashes.append((f"{i:06d}", traceback.format_exc()))
+                    _save_tree(out, b, f"crash-{command}-{i:06d}", traceback.format_exc())
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                elapsed = time.perf_counter() - start
+                if elapsed > result.slowest[0]:
+                    result.slowest = (elapsed, f"{i:06d}")
+                result.inputs += 1
+                shutil.rmtree(b.parent, ignore_errors=True)
+                if progress is not None and result.inputs % 500 == 0:
+                    progress(result)
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    return result
+
+
+def run_fleet(inputs: int, seed: int, hang_s: float = 20.0, out: Path | None = None, batch: int = 250,
+              progress: Callable[[Result], None] | None = None) -> Result:
+    """``forensics fleet`` (its own process, a real local Dask cluster and DuckDB) over folders of
+    ``batch`` fuzzed bundles: a crash is a traceback on its stderr or an exit status other than 0/3, a
+    hang a run over its wall clock (``hang_s`` per input, killed), a loss a bundle without its row."""
+    import os
+    import shutil
+    import subprocess
+
+    rng = random.Random(seed)
+    pool = seeds()
+    result = Result()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = 0
+    while done < inputs:
+        n = min(batch, inputs - done)
+        with tempfile.TemporaryDirectory(prefix="forensics-fuzz-fleet-") as tmp:
+            folder = Path(tmp) / "incidents"
+            folder.mkdir()
+            for i in range(n):
+                _make_bundle_input(rng, folder, done + i, pool)
+            db = Path(tmp) / "fleet.duckdb"
+            start = time.perf_counter()
+            cmd = [sys.executable, "-m", "forensics", "fleet", "--workers", "2", "--deadline", str(hang_s),
+                   "-o", str(db), str(folder)]
+            try:
+                ran = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=hang_s * n + 300)
+                bad = ran.returncode not in (0, 3) or "Traceback" in ran.stderr
+                rows = _fleet_rows(db) if db.exists() else -1
+                if bad or rows < n:
+                    why = f"exit {ran.returncode}, {rows} rows of {n}\n{ran.stderr[-4000:]}"
+                    result.crashes.append((f"batch {done}", why))
+                    _save_tree(out, folder, f"crash-fleet-{done:06d}", why)
+            except subprocess.TimeoutExpired:
+                result.hangs.append((f"batch {done}", time.perf_counter() - start))
+                _save_tree(out, folder, f"hang-fleet-{done:06d}")
+            elapsed = (time.perf_counter() - start) / n
+            if elapsed > result.slowest[0]:
+                result.slowest = (elapsed, f"batch {done}, per input")
+            shutil.rmtree(folder, ignore_errors=True)
+        done += n
+        result.inputs = done
+        if progress is not None:
+            progress(result)
+    return result
+
+
+def _fleet_rows(db: Path) -> int:
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return int(con.execute("SELECT count(*) FROM inputs").fetchone()[0])
+    finally:
+        con.close()
+
+
+def _save_tree(out: Path | None, where: Path, name: str, tb: str = "") -> None:
+    """A copy of a crashing or hanging bundle (links and FIFOs as they are) and its traceback."""
+    import shutil
+
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError, shutil.Error):
+        shutil.copytree(where, out / name, symlinks=True, ignore_dangling_symlinks=True,
+                        copy_function=lambda s, d: shutil.copy2(s, d) if Path(s).is_file() else None)
+    if tb:
+        (out / f"{name}.txt").write_text(tb)
+
+
 def _save(out: Path | None, path: Path, data: bytes, what: str, tb: str = "") -> None:
     if out is None:
         return
@@ -325,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory-gib", type=float, default=6.0, help="address-space limit (a blow-up is a crash)")
     ap.add_argument("--long-lines", type=int, default=0, metavar="BYTES",
                     help="instead: every parser with one pathological line of BYTES, report the slow pairs")
+    ap.add_argument("--command", choices=("analyze", "report", "diff", "pack", "fleet"), default="analyze",
+                    help="analyze: fuzzed files; the others: fuzzed bundles (tests/fuzz_bundles.py)")
+    ap.add_argument("--batch", type=int, default=250, help="fleet: fuzzed bundles per fleet run")
     args = ap.parse_args(argv)
     if args.long_lines:
         slow = long_lines(args.long_lines)
@@ -334,11 +465,23 @@ def main(argv: list[str] | None = None) -> int:
     limit = int(args.memory_gib * (1 << 30))
     resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
     start = time.monotonic()
-    result = run(args.inputs, args.seed, args.hang, args.out,
-                 progress=lambda r: print(r.line(), f"[{time.monotonic() - start:.0f} s]", flush=True))
-    print(result.line(), f"in {time.monotonic() - start:.0f} s")
+
+    def say(r: Result) -> None:
+        print(r.line(), f"[{time.monotonic() - start:.0f} s]", flush=True)
+
+    if args.command == "fleet":
+        result = run_fleet(args.inputs, args.seed, args.hang, args.out, args.batch, progress=say)
+    elif args.command != "analyze":
+        result = run_bundles(args.command, args.inputs, args.seed, args.hang, args.out, progress=say)
+    else:
+        result = run(args.inputs, args.seed, args.hang, args.out, progress=say)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10
+    print(f"{args.command}: {result.line()} in {time.monotonic() - start:.0f} s; peak RSS {peak} MiB "
+          f"(largest child {children} MiB)")
     for name, tb in result.crashes[:20]:
-        print(f"--- crash {name}\n{tb}")
+        tail = tb if len(tb) < 4000 else "…\n" + tb[-4000:]  # a RecursionError is thousands of frames
+        print(f"--- crash {name}\n{tail}")
     for name, secs in result.hangs[:20]:
         print(f"--- hang {name} ({secs:.1f} s)")
     return 1 if result.crashes or result.hangs else 0

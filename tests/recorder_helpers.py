@@ -16,6 +16,8 @@ FAST_ENV = {
     "FORENSICS_KERNEL_LOG": "none",
     "FORENSICS_HOST_EVENTS": "none",  # a CI runner inside WSL2 must not ask its host
     "FORENSICS_SNAPSHOT_WAIT_S": "0",
+    "FORENSICS_SNAPSHOT_END": "cut",  # no snapshot finishing in the background after a test
+    "FORENSICS_HELPER_REPORT_S": "10",  # a loaded test machine: wait for the helpers' first word
     "FORENSICS_TAIL_S": "0.2",
     "PYTHONUNBUFFERED": "1",
 }
@@ -67,3 +69,16 @@ def read_until(fd: int, needle: bytes, timeout: float = 30) -> bytes:
                 break
             buf += chunk
     return buf
+
+
+def wait_in_bundle(file: str, text: str, then: str = "", limit_s: float = 60, count: int = 1) -> str:
+    """Python for a recorded child: wait until ``<bundle>/<file>`` holds ``text`` ``count`` times (the bundle
+    found through the armed ``TORCHELASTIC_ERROR_FILE``), at most ``limit_s``, then run ``then``. A child
+    that lives until a helper has done its part makes a test independent of how loaded the machine is."""
+    return ("import os, pathlib, sys, time\n"
+            "b = pathlib.Path(os.environ['TORCHELASTIC_ERROR_FILE']).parent.parent\n"
+            f"end = time.monotonic() + {limit_s}\n"
+            f"while time.monotonic() < end and "
+            f"((b / {file!r}).read_text(errors='replace') if (b / {file!r}).exists() else '').count({text!r})"
+            f" < {count}:\n"
+            "    time.sleep(0.05)\n" + then)

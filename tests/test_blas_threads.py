@@ -24,6 +24,7 @@ def test_analyze_sets_one_blas_thread_unless_the_user_chose(tmp_path: Path, monk
     assert os.environ["MKL_NUM_THREADS"] == "3"
 
 
+@pytest.mark.slow
 def test_the_recorded_command_keeps_its_own_blas_settings(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in cli.BLAS_THREAD_VARIABLES}
     res = subprocess.run([sys.executable, "-m", "forensics", "record", "--out", str(tmp_path), "--quiet", "--",

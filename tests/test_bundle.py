@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
 from forensics.parsers.bundle_manifest import PARSER as MANIFEST
 from forensics.parsers.common.base import ParseContext
 from forensics.parsers.nvml_events import PARSER as EVENTS
@@ -163,7 +164,8 @@ def test_torn_last_line_after_a_crash_is_not_a_warning(tmp_path: Path) -> None:
 
 def test_a_continued_file_restates_its_header(tmp_path: Path) -> None:
     _write_ticks(tmp_path, rotate_bytes=1 << 30, ticks=5)
-    (tmp_path / "nvml.jsonl").open("a").write('{"t":1740909600')  # the old sampler died mid-line
+    with (tmp_path / "nvml.jsonl").open("a") as f:
+        f.write('{"t":1740909600')  # the old sampler died mid-line
     _write_ticks(tmp_path, rotate_bytes=1 << 30, ticks=5)
     records, warnings = _parse(SAMPLES, (tmp_path / "nvml.jsonl").read_text())
     assert len(warnings) <= 1 and records
@@ -209,6 +211,7 @@ _LINES = st.lists(st.one_of(
 
 @settings(max_examples=150, deadline=None)
 @given(_LINES)
+@pytest.mark.slow
 def test_bundle_parsers_never_raise(lines: list[str]) -> None:
     text = "\n".join(lines)
     for parser in (SAMPLES, EVENTS, MANIFEST):

@@ -117,7 +117,7 @@ def _hits(*texts: str) -> dict[int, str]:
 
     index = LiteralIndex(list(texts), keys())
     candidates = {k.lower(): index.positions((k,)) for k in keys()}
-    return {p: h.message.id for p, h in match_texts(list(texts), candidates).items()}
+    return {p: hits[0].message.id for p, hits in match_texts(list(texts), candidates).items()}
 
 
 def test_a_producer_line_is_found_with_its_values_and_prefix() -> None:
@@ -137,6 +137,14 @@ def test_a_short_message_counts_only_beside_its_producers_marker() -> None:
 def test_the_most_specific_wording_wins() -> None:
     found = _hits("RuntimeError: CUDA error: an illegal memory access was encountered")
     assert found[0] == "cuda.runtime.illegal-address"
+
+
+def test_a_wrapped_cause_decides_over_its_wrapper() -> None:
+    """PyTorch's cudaGetDeviceCount() wrapper holds CUDA's own error: the wrapped one names what failed."""
+    found = _hits("RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions "
+                  "before calling NumCudaDevices() that might have already set an error? Error 802: system not "
+                  "yet initialized")
+    assert found[0] == "cuda.runtime.system-not-ready"
 
 
 def test_the_key_literals_make_a_chatty_logs_lines_into_events() -> None:
@@ -186,3 +194,19 @@ def test_the_probes_of_each_producer_are_called_failures(producer: str, signatur
     for o in outcomes:
         if o.message in KNOWN:
             assert o.got == KNOWN[o.message], o
+
+
+def test_the_nccl_ras_report_of_ranks_at_different_operation_counts_is_a_desync(tmp_path: Path) -> None:
+    """NCCL's RAS client (ncclras) asks every rank how far it got; ranks that launched different numbers of
+    a collective took different code paths. Written here from the client's own formats (src/ras/
+    client_support.cc at the pinned commit) with made-up values: no real report of this shape was reached."""
+    from forensics.analysis import Options, analyze
+
+    report = tmp_path / "ncclras.txt"
+    report.write_text(
+        "#0-0 (7a2b91c04d1e5f3a) MISMATCH\n"
+        "  Communicator ranks have different AllGather operation counts\n"
+        "  15 ranks have launched up to operation 641\n"
+        "  Rank 9 has launched up to operation 640 -- GPU 1 managed by process 48213 on node gpu-node-2\n")
+    verdict = analyze([str(report)], Options()).verdict
+    assert verdict.root_cause is not None and verdict.root_cause.signature == "nccl-desync"

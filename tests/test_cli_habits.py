@@ -96,6 +96,7 @@ def test_a_directory_of_bundles_means_the_newest(tmp_path: Path, capsys: pytest.
     assert rc == (1 if newest == "oom-first-backward" else 0)
 
 
+@pytest.mark.slow
 def test_each_bundle_on_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runs = _runs_dir(tmp_path, "oom-first-backward", "healthy")
     assert main(["analyze", "--each", str(runs)]) == 1  # one run failed
@@ -259,6 +260,7 @@ def test_commands_are_never_broken_when_wrapped() -> None:
     assert all(len(line) <= 40 or " " not in line.split(" --")[0] for line in lines)
 
 
+@pytest.mark.slow
 def test_report_remedies_copy_paste(capsys: pytest.CaptureFixture[str]) -> None:
     main(["analyze", str(SAMPLES / "silent-stall-2gpu" / "bundle")])
     out = capsys.readouterr().out
@@ -276,7 +278,7 @@ def _subparsers() -> dict[str, object]:
     return dict(action.choices)
 
 
-@pytest.mark.parametrize("command", ["analyze", "record", "open", "eval", "lint-signatures", "completion"])
+@pytest.mark.parametrize("command", sorted(_subparsers()))  # every subcommand, a new one included
 def test_every_subcommand_documents_its_exit_statuses(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main([command, "--help"])
@@ -319,6 +321,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch: pytest.M
     assert tty.getvalue() == text
 
 
+@pytest.mark.slow
 def test_report_through_a_pipe_has_no_escapes() -> None:
     res = subprocess.run([sys.executable, "-m", "forensics", "analyze", str(XID_DMESG)], capture_output=True,
                          timeout=120, env={**os.environ, "FORCE_COLOR": "", "NO_COLOR": ""})
@@ -352,6 +355,7 @@ def test_completion_answers_the_shell(tmp_path: Path) -> None:
 CHILD = "import sys; print('child out', flush=True); print('child err', file=sys.stderr, flush=True)"
 
 
+@pytest.mark.slow
 def test_record_announces_the_bundle_on_a_terminal(tmp_path: Path) -> None:
     import pty
 
@@ -369,6 +373,7 @@ def test_record_announces_the_bundle_on_a_terminal(tmp_path: Path) -> None:
     assert f"forensics analyze {bundle}" in text and "(exit 0)" in text
 
 
+@pytest.mark.slow
 def test_record_lines_only_when_asked_off_a_terminal(tmp_path: Path) -> None:
     quiet = subprocess.run(recorder_argv(tmp_path / "a", sys.executable, "-c", CHILD), capture_output=True,
                            timeout=60, env=env(), stdin=subprocess.DEVNULL)
@@ -383,6 +388,7 @@ def test_record_lines_only_when_asked_off_a_terminal(tmp_path: Path) -> None:
     assert loud.stdout == b"child out\n"
 
 
+@pytest.mark.slow
 def test_record_end_line_starts_on_its_own_line(tmp_path: Path) -> None:
     """A child whose last output has no newline (a progress bar's \\r): the recorder's line still starts a line."""
     child = "import sys; sys.stderr.write('50%\\r'); sys.stderr.flush()"

@@ -223,6 +223,7 @@ def test_empty_clock() -> None:
 # -- nothing raises ------------------------------------------------------------------------------
 @settings(max_examples=300)
 @given(st.text(max_size=80))
+@pytest.mark.slow
 def test_parsers_of_time_never_raise(text: str) -> None:
     parse_iso(text)
     parse_ctime(text)

@@ -119,6 +119,7 @@ def test_fixture_moves_the_shifted_hosts_manifest_text_and_receipts_consistently
     assert not (two_nodes[0] / "torch" / "flight-recorder-rank-1").exists()
 
 
+@pytest.mark.slow
 def test_a_recorded_job_on_two_hosts_is_aligned_with_the_estimated_offset(two_nodes: list[Path]) -> None:
     a = analyze([str(p) for p in two_nodes])
     tl = a.timeline
@@ -140,6 +141,7 @@ def test_a_recorded_job_on_two_hosts_is_aligned_with_the_estimated_offset(two_no
     assert data["nodeA"]["by_kind"] == {}
 
 
+@pytest.mark.slow
 def test_the_user_offset_still_overrides_the_estimate(two_nodes: list[Path]) -> None:
     a = analyze([str(p) for p in two_nodes], Options(offsets={"nodeB": -100.0}))
     assert a.timeline.clock_offsets["nodeB"] == ClockOffset(-100.0, 0.0, 0)
@@ -147,6 +149,7 @@ def test_the_user_offset_still_overrides_the_estimate(two_nodes: list[Path]) -> 
     assert "nodeB -100.000 s (given)" in render_text(a)
 
 
+@pytest.mark.slow
 def test_the_tui_run_panel_shows_the_clocks(two_nodes: list[Path]) -> None:
     from forensics.tui.app import ForensicsApp
     from tests.test_tui_app import opened, screen

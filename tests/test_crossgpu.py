@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from forensics.analysis import analyze, to_json_dict
 from forensics.events import Event, MetricSample, Origin, Severity, TsSource
 from forensics.text_report import render_text
@@ -152,6 +154,7 @@ def test_one_gpu_named_in_several_bus_id_spellings_is_one_gpu() -> None:
     assert topo.gpus[1].attachment == "chipset" and topo.gpus[1].sources == ["lspci", "nvml"]
 
 
+@pytest.mark.slow
 def test_the_post_mortem_reports_state_the_chipset_attached_gpu() -> None:
     from forensics.analysis import analyze, bundle_facts
     from forensics.postmortem.html_report import render_html

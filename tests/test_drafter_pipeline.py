@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from forensics.analysis import analyze
 from forensics.events import Event, Origin, TsSource
 from forensics.match.detectors.stunted import stunted_workers
@@ -27,6 +29,7 @@ def test_run_a_has_no_stunted_workers() -> None:
     assert _derived([FITS], "stunted-workers") == []
 
 
+@pytest.mark.slow
 def test_run_b_alone_names_ranks_6_and_7() -> None:
     analysis = analyze([MARGIN])
     blame = analysis.verdict.blame

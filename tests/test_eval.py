@@ -54,6 +54,7 @@ def test_eval_of_a_folder_without_cases(tmp_path: Path, capsys: pytest.CaptureFi
     assert "no case folders" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_corpus_accuracy_bar() -> None:
     """The issue's bar: at least 95 % top-1 on the corpus and no false alarm on a healthy case."""
     report = evaluate(CORPUS)

@@ -76,6 +76,7 @@ def _mapping_rss_kb(path: Path) -> int:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps and MADV_DONTNEED: Linux")
+@pytest.mark.slow
 def test_the_scan_gives_its_pages_back(tmp_path: Path) -> None:
     pytest.importorskip("hyperscan")
     p = tmp_path / "big.log"
@@ -106,6 +107,7 @@ ROWS = st.lists(st.sampled_from(["", "Error here", "xErrorx", "Traceback (most",
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=ROWS, use_hs=st.booleans(), final_nl=st.booleans(), block=st.sampled_from([16, 64, 4096]))
+@pytest.mark.slow
 def test_mapped_document_matches_bytes(monkeypatch: pytest.MonkeyPatch, rows: list[str], use_hs: bool,
                                        final_nl: bool, block: int) -> None:
     """Lines, offsets, line numbers, context, candidate starts and lines: the same over a mapping."""
@@ -207,6 +209,7 @@ def _generated(path: Path) -> None:
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_analyze_a_mapped_file_gives_the_same_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     p = tmp_path / "train.log"
     _generated(p)
@@ -222,6 +225,7 @@ def test_analyze_a_mapped_file_gives_the_same_json(tmp_path: Path, monkeypatch: 
 
 @pytest.mark.parametrize("case", ["samples/recorded/oom-first-backward", "samples/recorded/silent-stall-2gpu",
                                   "tests/corpus/cases/nccl-timeout-tqdm-glued"])
+@pytest.mark.slow
 def test_analyze_real_inputs_mapped(monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     """Real inputs (recorded bundles, a pasted log), every plain file mapped: the same JSON. A mapped
     file is never peeled (presentation.py), so peeling is off on both sides here; with the real

@@ -46,6 +46,7 @@ def _shape(path: str | Path) -> list[tuple[str, str, int]]:
     return sorted((f.signature, str(f.role), len(f.gpus)) for f in analyze([str(path)]).findings)
 
 
+@pytest.mark.slow
 def test_replay_keeps_every_finding_and_changes_every_identity(tmp_path: Path) -> None:
     found = samples(SAMPLES)
     placed = replay_fleet(SAMPLES, tmp_path, len(found), seed=3)
@@ -65,6 +66,7 @@ def test_replay_keeps_every_finding_and_changes_every_identity(tmp_path: Path) -
         assert named <= given, (p.sample, named, given)
 
 
+@pytest.mark.slow
 def test_fleet_on_local_dask_cluster_writes_duckdb_and_parquet(tmp_path: Path) -> None:
     fleet = tmp_path / "fleet"
     placed = replay_fleet(SAMPLES, fleet, 40, seed=12, hosts=5)
@@ -151,6 +153,7 @@ def test_cli_imports_without_dask_or_duckdb() -> None:
     assert not {"dask", "distributed", "duckdb"} & mods
 
 
+@pytest.mark.slow
 def test_fleet_on_a_named_scheduler(tmp_path: Path) -> None:
     """--scheduler: the command submits to a cluster it did not start (`dask scheduler` and `dask worker`
     processes started here, as on a real cluster)."""

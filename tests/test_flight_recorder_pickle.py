@@ -44,6 +44,7 @@ PLAIN_WITH_BYTES = _plain(st.one_of(SCALARS, st.binary(max_size=12)))
 
 @settings(max_examples=100, deadline=None)
 @given(PLAIN, st.integers(0, 5))
+@pytest.mark.slow
 def test_plain_data_reads_back_equal_in_every_protocol(value: Any, protocol: int) -> None:
     assert load_plain(pickle.dumps(value, protocol=protocol)) == value
 
@@ -188,6 +189,7 @@ def test_other_pickles_are_named_and_skipped(tmp_path: Path) -> None:
 
 
 # -- the recorded H200 bundles ----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_recorded_dumps_are_sources_of_kind_flight_recorder() -> None:
     for bundle in (STALL, DESYNC):
         sources = {Path(s["path"]).name: s for s in to_json_dict(analyze([str(bundle)]))["sources"]}
@@ -205,6 +207,7 @@ def test_recorded_stall_dump_fields() -> None:
     assert len(data["entries"]) == 168 and data["entries"][-1]["process_group"] == ("0", "default_pg")
 
 
+@pytest.mark.slow
 def test_stall_names_rank_1_as_the_rank_that_stopped() -> None:
     v = analyze([str(STALL)]).verdict
     assert v.root_cause is not None and v.root_cause.ranks == [1]

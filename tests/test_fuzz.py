@@ -34,6 +34,7 @@ from forensics.units import iso
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 def test_a_short_seeded_fuzz_run_finds_no_crash_and_no_hang() -> None:
     result = run(inputs=40, seed=2, hang_s=60)
     assert result.inputs == 40
@@ -120,3 +121,35 @@ def test_the_sources_layer_takes_any_bytes(tmp_path_factory: pytest.TempPathFact
         path = Path(tmp_path_factory.mktemp("src")) / name
         path.write_bytes(raw)
         list(expand_inputs([str(path)]))
+
+
+def test_a_hang_inside_a_guarded_detector_is_still_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``parsers.detect`` and ``parse_guard`` catch ``Exception`` (a detector bug must not stop an
+    analysis); the fuzzer's hang is a BaseException, so they cannot swallow it: a detector that sleeps
+    past the alarm is reported as a hang (an Exception here reported "0 hangs" for a 143 s input)."""
+    import time
+
+    import fuzz
+    from forensics.parsers.registry import PARSERS
+
+    target = next(p for p in PARSERS if p.name == "nvidia-smi-q")
+
+    def stuck(head: list[str]) -> float:
+        time.sleep(30)
+        return 0.0
+
+    monkeypatch.setattr(target, "detect", stuck)
+    assert issubclass(fuzz.Hang, BaseException) and not issubclass(fuzz.Hang, Exception)
+    result = fuzz.run(inputs=1, seed=5, hang_s=1.0)
+    assert result.inputs == 1 and len(result.hangs) == 1 and not result.crashes
+
+
+def test_a_short_fuzz_of_each_bundle_command_finds_nothing() -> None:
+    """A few fuzzed bundles through report, diff and pack (the long runs: docs/hardening.md)."""
+    from fuzz import run_bundles
+
+    for command in ("report", "diff", "pack"):
+        result = run_bundles(command, inputs=4, seed=3, hang_s=120)
+        assert result.inputs == 4
+        assert not result.crashes, result.crashes[0][1][-3000:]
+        assert not result.hangs

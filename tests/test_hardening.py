@@ -192,6 +192,7 @@ def _write(tmp_path: Path, name: str, data: bytes) -> Path:
 
 @pytest.mark.parametrize("line", ["1" * 100_000, "1/" * 50_000, "1:" * 50_000, "[1" * 50_000],
                          ids=["digits", "slashes", "colons", "brackets"])
+@pytest.mark.slow
 def test_a_long_first_line_is_detected_in_linear_time(line: str) -> None:
     """The process-output detector's ``\\d+/\\d+ \\[`` was quadratic in a run of digits: a first line of
     100,000 digits took 60 s (a 1 MB line, hours); detection lines are also cut to 64 KiB. The bound

@@ -38,6 +38,7 @@ def test_case_is_analyzed_without_warnings(case: Path) -> None:
     assert all(s.events > 0 for s in analysis.sources), [(s.path, s.kind) for s in analysis.sources]
 
 
+@pytest.mark.slow
 def test_heldout_accuracy_bar() -> None:
     report = evaluate(HELDOUT)
     assert not [r.error for r in report.results if r.error]

@@ -221,6 +221,7 @@ def _count_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
+@pytest.mark.slow
 def test_a_new_uuid_on_every_line_costs_no_pass_over_the_earlier_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel shape that once took minutes: ~20k distinct (PCI address, UUID) facts on 4 GPUs, and
     ~20k distinct pids on one GPU. Each fact is checked against a bounded number of rows."""
@@ -240,6 +241,7 @@ def test_a_new_uuid_on_every_line_costs_no_pass_over_the_earlier_ones(monkeypatc
     assert len(one_gpu) == 1 and len(next(iter(one_gpu)).pids) == 20_000 and calls[0] <= 20_000
 
 
+@pytest.mark.slow
 def test_real_samples_join_as_the_reference_does() -> None:
     """The rows of the samples' events (recorded bundles, a kernel log, multi-rank NCCL) equal the
     sequential join's, row for row."""
@@ -275,5 +277,6 @@ def id_events(draw: st.DrawFn) -> Event:
 
 @settings(max_examples=300, deadline=None)
 @given(events=st.lists(id_events(), max_size=100))
+@pytest.mark.slow
 def test_indexed_join_equals_the_sequential_one(events: list[Event]) -> None:
     assert list(build_identity(events)) == _reference_rows(events)

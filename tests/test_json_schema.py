@@ -21,6 +21,7 @@ def test_the_schema_is_valid_and_pins_the_version() -> None:
     assert SCHEMA["$defs"]["version"]["const"] == JSON_VERSION
 
 
+@pytest.mark.slow
 def test_every_recorded_sample_matches_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
     samples = ROOT / "samples" / "recorded"
     main(["analyze", "--each", "--format", "json", "--quiet", str(samples)])

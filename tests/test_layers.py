@@ -17,6 +17,7 @@ def _modules_after(import_line: str) -> set[str]:
 
 @pytest.mark.parametrize("module", ["forensics.analysis", "forensics.parsers", "forensics.timeline.merge",
                                     "forensics.match", "forensics.cli"])
+@pytest.mark.slow
 def test_core_imports_without_textual(module: str) -> None:
     mods = _modules_after(f"import {module}")
     assert "textual" not in mods
@@ -59,6 +60,7 @@ def test_no_path_in_the_tree_is_a_link() -> None:
     assert links == []
 
 
+@pytest.mark.slow
 def test_the_editable_install_finds_parsers_and_signatures_from_anywhere(tmp_path: Path) -> None:
     """Run outside the checkout: what imports is the install's mapping (package-dir), not the working directory."""
     code = ("import forensics.parsers.registry as r, forensics.match as m; "

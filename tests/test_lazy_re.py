@@ -61,6 +61,7 @@ def test_every_pattern_in_the_package_compiles() -> None:
     assert lazy_re.compile_all() > 300
 
 
+@pytest.mark.slow
 def test_reading_a_short_log_compiles_a_minority_of_them(tmp_path: Path) -> None:
     """What the laziness is for: a one-line kernel log needs few of the patterns."""
     log = tmp_path / "dmesg.log"

@@ -71,6 +71,7 @@ regex = \'\'\'(\'\'\'
     assert errors == ["x.toml:12: evidence 'a': regex does not compile: missing ) at position 1: '('"]
 
 
+@pytest.mark.slow
 def test_run_lint_exit_status_and_summary() -> None:
     out = io.StringIO()
     assert run_lint([BAD], out) == 1

@@ -20,11 +20,12 @@ pytestmark = pytest.mark.slow
 class _Receiver(BaseHTTPRequestHandler):
     got: list[tuple[str, dict[str, object]]] = []
     hang = False
+    release: threading.Event
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         if type(self).hang:
-            time.sleep(30)
+            type(self).release.wait(30)
         type(self).got.append((self.path, json.loads(body)))
         self.send_response(200)
         self.end_headers()
@@ -35,10 +36,17 @@ class _Receiver(BaseHTTPRequestHandler):
 
 
 def _server(hang: bool = False) -> tuple[HTTPServer, type[_Receiver]]:
-    handler = type("Receiver", (_Receiver,), {"got": [], "hang": hang})
+    handler = type("Receiver", (_Receiver,), {"got": [], "hang": hang, "release": threading.Event()})
     srv = HTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv, handler
+
+
+def _stop(srv: HTTPServer, handler: type[_Receiver]) -> None:
+    """Let a hanging handler go, stop serving and close the listening socket."""
+    handler.release.set()
+    srv.shutdown()
+    srv.server_close()
 
 
 def _alert() -> Alert:
@@ -67,7 +75,7 @@ def test_json_webhook_through_apprise_reaches_a_real_server(tmp_path: Path) -> N
         [line] = (tmp_path / "live.jsonl").read_text().splitlines()
         assert json.loads(line)["run"]["host"] == "node-7"
     finally:
-        srv.shutdown()
+        _stop(srv, handler)
 
 
 def test_notify_cmd_gets_the_alert_as_json_on_stdin(tmp_path: Path) -> None:
@@ -81,7 +89,7 @@ def test_notify_cmd_gets_the_alert_as_json_on_stdin(tmp_path: Path) -> None:
 
 
 def test_a_hung_channel_is_killed_at_its_deadline_and_a_failing_one_is_counted(tmp_path: Path) -> None:
-    srv, _ = _server(hang=True)
+    srv, handler = _server(hang=True)
     try:
         ch = Channels(jsonl=tmp_path / "live.jsonl", deadline_s=2.0,
                       urls=[f"json://127.0.0.1:{srv.server_port}/hook"], commands=["sleep 60", "exit 3"])
@@ -96,7 +104,7 @@ def test_a_hung_channel_is_killed_at_its_deadline_and_a_failing_one_is_counted(t
         assert by["apprise"].ok is False
         assert (tmp_path / "live.jsonl").read_text().count("\n") == 1  # the file channel has it regardless
     finally:
-        srv.shutdown()
+        _stop(srv, handler)
 
 
 def test_a_suppressed_alert_is_only_written_to_the_file(tmp_path: Path) -> None:

@@ -78,6 +78,7 @@ def _wait_until_mapped(proc: subprocess.Popen[str], log: Path) -> None:
     raise AssertionError("the log was never mapped")
 
 
+@pytest.mark.slow
 def test_a_log_cut_short_while_mapped_is_said_in_one_line(tmp_path: Path) -> None:
     log = _big_log(tmp_path / "train.log")
     proc = _analyze(log)
@@ -90,12 +91,14 @@ def test_a_log_cut_short_while_mapped_is_said_in_one_line(tmp_path: Path) -> Non
     assert out == ""
 
 
+@pytest.mark.slow
 def test_a_mapped_log_left_alone_gives_the_verdict_and_its_status(tmp_path: Path) -> None:
     proc = _analyze(_big_log(tmp_path / "train.log"))
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1 and "ROOT CAUSE: GPU fell off the PCIe bus (Xid 79)" in out, err
 
 
+@pytest.mark.slow
 def test_a_terminated_guard_terminates_the_analysis(tmp_path: Path) -> None:
     log = _big_log(tmp_path / "train.log")
     proc = _analyze(log)

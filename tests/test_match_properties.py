@@ -1,5 +1,6 @@
 """Whatever events and samples arrive, the engine answers and never raises."""
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from matchkit import T0, timeline
@@ -43,6 +44,7 @@ def samples(draw: st.DrawFn) -> MetricSample:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(events(), max_size=25), st.lists(samples(), max_size=40))
+@pytest.mark.slow
 def test_any_timeline_gets_a_verdict(evs: list[Event], ms: list[MetricSample]) -> None:
     findings, verdict = diagnose(timeline(evs, ms), SIGS)
     assert verdict.root_cause is None or verdict.root_cause in findings

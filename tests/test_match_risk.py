@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from matchkit import ev, timeline
 
 from forensics.analysis import analyze
@@ -106,6 +107,7 @@ text = "hello"
         "example should fire as a cause (not only as a risk) for pcie-aer, but it fired only as a risk"]
 
 
+@pytest.mark.slow
 def test_shipped_risk_examples_fire_as_risks() -> None:
     declared = [(s, o) for s in SHIPPED for o in check_examples(s, SHIPPED) if o.example.risk is not None]
     assert {s.id for s, _ in declared} >= {"pcie-aer", "meta-device-checkpoint"}

@@ -361,6 +361,7 @@ def test_receipt_time_for_unstamped_lines() -> None:
     assert events[0].attrs["tokens_s"] == 1024 and events[0].attrs["s_it"] == pytest.approx(0.01)
 
 
+@pytest.mark.slow
 def test_progress_is_thinned_but_keeps_anomalies_and_the_last_line() -> None:
     lines = [f"{{'loss': {2.0 - i / 1e5:.5f}, 'grad_norm': 1.0, 'learning_rate': 1e-05, 'epoch': {i / 100:.2f}}}"
              for i in range(30000)]
@@ -418,6 +419,7 @@ def test_any_bytes_never_raise(raw: bytes) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(pieces=PIECES, noise=TEXTS)
+@pytest.mark.slow
 def test_record_soup_never_raises(pieces: list[str], noise: str) -> None:
     text = "".join(pieces) + noise
     doc = TextDocument.from_bytes(text.encode("utf-8", "surrogatepass"), "soup")

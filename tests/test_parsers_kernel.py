@@ -586,6 +586,7 @@ LINEISH = st.lists(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(LINEISH, st.sampled_from(KERNEL_PARSERS))
+@pytest.mark.slow
 def test_parsers_never_raise_on_arbitrary_text(lines: list[str], name: str) -> None:
     doc = TextDocument.from_bytes("\n".join(lines).encode("utf-8", errors="surrogatepass"), "fuzz")
     ctx = ParseContext(path="fuzz", source="file:fuzz", year=2024, boot_time_ns=utc(2024, 1, 1))

@@ -188,6 +188,7 @@ def test_real_evtx_file_becomes_windows_evtx_events() -> None:
     assert [e.ts for e in events] == sorted(e.ts for e in events)
 
 
+@pytest.mark.slow
 def test_real_system_evtx_reads_whole_and_holds_no_failure() -> None:
     """A real System log of 1881 records (omerbenamram/evtx samples): every record read, errors kept as
     errors, and a healthy log: Kernel-Boot 153 and Kernel-Power 42/107/172 are not nvlddmkm 153 or

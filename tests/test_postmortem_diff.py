@@ -73,6 +73,7 @@ def test_a_planted_environment_change_is_the_sentence(tmp_path: Path) -> None:
     assert not any(c["name"] == "PYTORCH_CUDA_ALLOC_CONF" for c in d["env"])
 
 
+@pytest.mark.slow
 def test_a_run_against_itself_has_no_difference() -> None:
     bundle = RECORDED / "healthy" / "bundle"
     d = _diff(bundle, bundle)
@@ -80,6 +81,7 @@ def test_a_run_against_itself_has_no_difference() -> None:
     assert d["env"] == d["software"] == d["packages"] == d["topology"] == []
 
 
+@pytest.mark.slow
 def test_cli_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = str(RECORDED / "healthy" / "bundle"), str(RECORDED / "silent-stall-2gpu" / "bundle")
     assert main(["diff", a, b]) == 0
@@ -110,6 +112,7 @@ def _ranked_bundle(tmp: Path, name: str, steps: dict[int, int]) -> Path:
     return b
 
 
+@pytest.mark.slow
 def test_ranks_that_stop_reporting_steps_are_named(tmp_path: Path) -> None:
     a = _ranked_bundle(tmp_path, "a", {0: 100, 1: 100, 2: 100, 3: 100})
     b = _ranked_bundle(tmp_path, "b", {0: 100, 1: 100, 2: 0, 3: 30})
@@ -125,6 +128,7 @@ PAIR = (RECORDED / "drafter-pipeline-fits" / "bundle", RECORDED / "drafter-pipel
 @pytest.mark.skipif(not all(p.is_dir() for p in PAIR),
                     reason="the recorded drafter-pipeline pair (samples/recorded/drafter-pipeline-fits, -margin) "
                            "is not on this branch yet")
+@pytest.mark.slow
 def test_the_recorded_memory_margin_pair_names_the_headroom_and_the_loading_mode() -> None:
     d = _diff(*PAIR)
     s = d["summary"]

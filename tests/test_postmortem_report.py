@@ -71,6 +71,7 @@ def _pipe_tables(text: str) -> int:
 
 
 @pytest.mark.parametrize("case", sorted(p.name for p in RECORDED.iterdir() if (p / "bundle").is_dir()))
+@pytest.mark.slow
 def test_markdown_renders_tables_and_balanced_details(case: str, in_root: None) -> None:
     text = _report([_rel(case)], "md")
     types, tables = _md_blocks(text)
@@ -84,6 +85,7 @@ def test_markdown_renders_tables_and_balanced_details(case: str, in_root: None) 
         assert m.group(1) == "\n"
 
 
+@pytest.mark.slow
 def test_markdown_of_every_recorded_bundle_at_once_stays_under_the_issue_limit(in_root: None) -> None:
     paths = [_rel(p.name) for p in sorted(RECORDED.iterdir()) if (p / "bundle").is_dir()]
     text = _report(paths, "md")
@@ -92,6 +94,7 @@ def test_markdown_of_every_recorded_bundle_at_once_stays_under_the_issue_limit(i
     assert "## Hardware" in text and text.count("NVIDIA H200") >= len(paths)
 
 
+@pytest.mark.slow
 def test_markdown_shrinks_long_parts_first_and_never_passes_the_limit(in_root: None) -> None:
     paths = [_rel("silent-stall-2gpu")]
     analysis = analyze(paths)
@@ -106,6 +109,7 @@ def test_markdown_shrinks_long_parts_first_and_never_passes_the_limit(in_root: N
     assert "raw lines" in full and len(smaller) < len(full)
 
 
+@pytest.mark.slow
 def test_json_report_is_the_analyze_json_plus_machine_software_run_and_metrics(in_root: None) -> None:
     paths = [_rel("oom-optimizer-step")]
     data = json.loads(_report(paths, "json"))
@@ -163,7 +167,10 @@ def test_html_is_one_file_that_fetches_nothing_and_prints(in_root: None) -> None
     assert text.count("<table") >= 5
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+#: Debian's chromium and chromium-headless-shell, Playwright's chrome-headless-shell, Chrome.
+BROWSERS = ("chromium", "chromium-headless-shell", "chrome-headless-shell", "chromium-browser", "google-chrome",
+            "google-chrome-stable")
+CHROMIUM = next((path for name in BROWSERS if (path := shutil.which(name))), None)
 _CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
 
@@ -175,8 +182,9 @@ def _chromium(*args: str) -> subprocess.CompletedProcess[bytes]:
                               capture_output=True, timeout=120, check=False)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install chromium); "
-                                            "the HTML report was not checked in a browser")
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium (" + ", ".join(BROWSERS) + ") on PATH (Debian: "
+                    "apt-get install chromium-headless-shell); the HTML report was not checked in a browser")
 def test_html_report_in_headless_chromium(tmp_path: Path, in_root: None) -> None:
     out = tmp_path / "report.html"
     assert main(["report", _rel("meta-offload-lora"), "--format", "html", "-o", str(out)]) == 0

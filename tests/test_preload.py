@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from forensics.parsers.common import template_scan
 
 from forensics.ingest import preload
@@ -29,6 +30,7 @@ def test_the_threshold_is_the_pre_pass_one() -> None:
     assert preload.NUMPY_FROM_BYTES == template_scan.MIN_BYTES
 
 
+@pytest.mark.slow
 def test_a_big_file_has_numpy_imported_beside_its_read(tmp_path: Path) -> None:
     big = tmp_path / "big.log"
     big.write_bytes(b"step 1 loss 2.0\n" * (preload.NUMPY_FROM_BYTES // 16 + 1))

@@ -81,6 +81,7 @@ def test_a_native_format_is_left_alone() -> None:
 
 
 @pytest.mark.parametrize("root", CASES)
+@pytest.mark.slow
 def test_the_real_logs_as_they_are_are_not_peeled_wrongly(root: Path) -> None:
     """Untransformed corpus files: whatever is learned, the file is detected as before."""
     for case in sorted(root.iterdir()):

@@ -211,6 +211,7 @@ def _inputs(tmp_path: Path) -> list[str]:
     return [str(big), str(small), str(archive)]
 
 
+@pytest.mark.slow
 def test_analyze_reports_bytes_of_every_file_up_to_the_total(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(progress_mod, "INTERVAL", 0.0)
     monkeypatch.setattr(textdoc, "PROGRESS_STEP", 64 << 10)
@@ -240,6 +241,7 @@ def _tty(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) ->
     monkeypatch.setattr(progress_mod, "INTERVAL", 0.0)
 
 
+@pytest.mark.slow
 def test_cli_draws_a_bar_on_a_terminal_and_clears_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     _tty(monkeypatch, capsys)

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from recorder_helpers import bundle, env, manifest, read_until, recorder_argv
 
 from forensics.ingest.bundle import IDX_MAGIC, receipt_lookup
@@ -42,21 +43,26 @@ sys.exit(7)
 """
 STDOUT = b"".join(b"line %d\n" % i for i in range(60))
 STDERR = b"".join(b"err %d\n" % i for i in range(20, 60))
+# On one terminal the child has one pseudo-terminal for both streams: stdout.log holds them in order.
+MERGED = b"".join(b"line %d\n" % i for i in range(20)) + b"".join(b"line %d\nerr %d\n" % (i, i) for i in range(20, 60))
 
 
-def _check_bundle(out: Path) -> None:
+def _check_bundle(out: Path, merged: bool = False) -> None:
     b = bundle(out)
-    assert (b / "stdout.log").read_bytes() == STDOUT
-    assert (b / "stderr.log").read_bytes() == STDERR
+    streams = (("stdout", MERGED),) if merged else (("stdout", STDOUT), ("stderr", STDERR))
+    for name, data in streams:
+        assert (b / f"{name}.log").read_bytes() == data
+    assert not merged or not (b / "stderr.log").exists()
     # The manifest is the recorder's: it still says running, which readers report as interrupted.
     assert manifest(out)["status"] == "running"
-    for name, data in (("stdout", STDOUT), ("stderr", STDERR)):
+    for name, data in streams:
         raw = (b / f"{name}.idx").read_bytes()
         assert raw.startswith(IDX_MAGIC) and (len(raw) - len(IDX_MAGIC)) % 16 == 0
         lookup = receipt_lookup(raw)
         assert lookup is not None and lookup(len(data) - 1) is not None
 
 
+@pytest.mark.slow
 def test_pipes_child_outlives_a_sigkilled_recorder(tmp_path: Path) -> None:
     go, done, out = tmp_path / "go", tmp_path / "done", tmp_path / "out"
     proc = subprocess.Popen(recorder_argv(out, PY, "-c", PRINTER, str(go), str(done)), stdout=subprocess.PIPE,
@@ -90,6 +96,7 @@ os.read(0, 1)  # the prompt: wait for a key
 """
 
 
+@pytest.mark.slow
 def test_pty_child_outlives_a_sigkilled_recorder(tmp_path: Path) -> None:
     go, done, out = tmp_path / "go", tmp_path / "done", tmp_path / "out"
     pid, master = pty.fork()
@@ -122,7 +129,8 @@ def test_pty_child_outlives_a_sigkilled_recorder(tmp_path: Path) -> None:
     after = screen.split(b"recorder ended -9", 1)[1]
     assert b"line 59\r\n" in after and b"err 59\r\n" in after  # the keeper kept echoing to the terminal
     assert manifest(out)["sources"]["stdout"]["terminal"] == "pty"
-    _check_bundle(out)
+    assert manifest(out)["sources"]["stderr"]["status"] == "merged"
+    _check_bundle(out, merged=True)
 
 
 GRANDCHILD = """
@@ -134,6 +142,7 @@ print("bye", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_keeper_leaves_with_the_child_even_if_a_grandchild_holds_the_output(tmp_path: Path) -> None:
     out = tmp_path / "out"
     r, w = os.pipe()
@@ -171,6 +180,7 @@ print("after the recorder", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_a_signal_to_the_recorders_group_reaches_the_child_once_and_spares_the_keeper(tmp_path: Path) -> None:
     go, out = tmp_path / "go", tmp_path / "out"
     proc = subprocess.Popen(recorder_argv(out, PY, "-c", HANDLER, str(go)), stdout=subprocess.PIPE,
@@ -187,6 +197,7 @@ def test_a_signal_to_the_recorders_group_reaches_the_child_once_and_spares_the_k
     assert (bundle(out) / "stdout.log").read_bytes() == b"ready\nchild got SIGTERM\nafter the recorder\n"
 
 
+@pytest.mark.slow
 def test_normal_run_leaves_no_keeper_behind(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = subprocess.run(recorder_argv(out, PY, "-c", "print('hi')"), capture_output=True, env=env(),

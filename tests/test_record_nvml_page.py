@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from leftovers import no_leftovers  # noqa: F401  (a fixture)
-from recorder_helpers import bundle, env, jsonl, manifest, run
+from recorder_helpers import bundle, env, jsonl, manifest, run, wait_in_bundle
 
 from forensics.record import deadline
 from forensics.record.platform.posix import PosixPlatform
@@ -105,6 +105,7 @@ def _wait(what: Any, timeout: float = 30) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_the_sampler_samples_with_its_page_handed_over_by_path(
         tmp_path: Path, page_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FORENSICS_FAKE_NVML", "ok")
@@ -119,6 +120,7 @@ def test_the_sampler_samples_with_its_page_handed_over_by_path(
     assert _pages(page_dir) == []  # removed once nobody holds it
 
 
+@pytest.mark.slow
 def test_a_wedged_nvml_is_caught_at_its_deadline_and_the_stuck_sampler_replaced(
         tmp_path: Path, page_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The page handed over by path carries the stuck call's name: the supervisor says so, kills and
@@ -147,6 +149,7 @@ def _worker(tmp_path: Path, page: deadline.PageFile, fake: str) -> subprocess.Po
 
 
 @pytest.mark.parametrize("fake", ["ok", "hang:after=0"], ids=["sampling", "wedged-in-a-call"])
+@pytest.mark.slow
 def test_a_sampler_whose_lifeline_is_cut_ends(tmp_path: Path, page_dir: Path, fake: str) -> None:
     """End of file on its stdin (the recorder closed it, or died: on Windows the only sign) ends the
     sampler: at once when it samples, after the grace when a call is wedged in the driver."""
@@ -165,18 +168,23 @@ def test_a_sampler_whose_lifeline_is_cut_ends(tmp_path: Path, page_dir: Path, fa
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
         page.close()
     if fake == "ok":
         assert len(jsonl(tmp_path / "nvml.jsonl")) > 3
 
 
+@pytest.mark.slow
 def test_record_with_the_page_handed_over_by_path_end_to_end(tmp_path: Path) -> None:
     """``forensics record`` itself with the Windows handover (``FORENSICS_NVML_PAGE=path``) and a
     wedged NVML: the run is untouched, the bundle says NVML stopped answering, and no page file or
     sampler is left."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    res = run(tmp_path / "out", PY, "-c", "import time; time.sleep(1.5); print('done'); raise SystemExit(3)",
+    child = wait_in_bundle("nvml-events.jsonl", "unresponsive", then="print('done'); raise SystemExit(3)\n")
+    res = run(tmp_path / "out", PY, "-c", child,
               FORENSICS_NVML_PAGE="path", FORENSICS_FAKE_NVML="hang:after=0.5", FORENSICS_NVML_DEADLINE_S="0.3",
               TMPDIR=str(tmp))
     assert res.returncode == 3 and res.stdout == b"done\n"

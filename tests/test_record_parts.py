@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mmap
+import os
 import threading
 import time
 from pathlib import Path
@@ -43,11 +44,32 @@ def test_redaction_of_values_env_and_argv() -> None:
                                  f"optim.password={REDACTED}", "--verbose", "-k", "x"]
 
 
+@pytest.mark.parametrize(("torch", "buffer", "dump", "deprecated"), [
+    ("2.13.0+cpu", "TORCH_FR_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE", ("TORCH_NCCL_TRACE_BUFFER_SIZE",
+                                                                      "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")),
+    ("2.7.0", "TORCH_FR_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE", ("TORCH_NCCL_TRACE_BUFFER_SIZE",
+                                                                 "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")),
+    ("2.5.1", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", ("TORCH_FR_BUFFER_SIZE",
+                                                                                 "TORCH_FR_DUMP_TEMP_FILE")),
+    (None, "TORCH_FR_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE", ("TORCH_NCCL_TRACE_BUFFER_SIZE",)),
+])
+def test_arming_sets_the_names_the_childs_torch_reads(tmp_path: Path, torch: str | None, buffer: str, dump: str,
+                                                      deprecated: tuple[str, ...]) -> None:
+    added = arm_env({}, tmp_path, torch)
+    assert added[buffer] == "2000" and added["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
+    assert not set(deprecated) & set(added)
+    assert added[dump] == str(tmp_path.resolve() / "torch" / "flight-recorder-rank-")
+
+
+def test_armed_paths_are_absolute_from_a_relative_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    added = arm_env({}, Path("forensics-runs/b"), "2.13.0")
+    for name in ("TORCH_FR_DUMP_TEMP_FILE", "TORCHELASTIC_ERROR_FILE"):
+        assert os.path.isabs(added[name]) and added[name].startswith(str(tmp_path / "forensics-runs" / "b"))
+
+
 def test_arming_never_overrides_the_user(tmp_path: Path) -> None:
     added = arm_env({}, tmp_path)
-    assert added["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000" and added["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
-    assert added["TORCH_FR_DUMP_TEMP_FILE"] == added["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
-    assert added["TORCH_FR_DUMP_TEMP_FILE"].startswith(str(tmp_path / "torch"))
     assert added["TORCHELASTIC_ERROR_FILE"] == str(tmp_path / "torch" / "elastic-error.json")
     assert added["PYTHONFAULTHANDLER"] == "1"
     mine = {"TORCH_FR_BUFFER_SIZE": "10", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/x/", "PYTHONFAULTHANDLER": "0",

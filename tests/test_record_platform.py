@@ -192,6 +192,7 @@ def _running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_stopping_while_a_call_hangs_kills_it_and_asks_nothing_more(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     f = HostEventFollower(tmp_path, _HangingQuery(pids), lambda n, i: None,  # type: ignore[arg-type]
@@ -207,6 +208,7 @@ def test_stopping_while_a_call_hangs_kills_it_and_asks_nothing_more(tmp_path: Pa
     assert len(started) == 1 and not _running(started[0])  # the Application channel was never asked
 
 
+@pytest.mark.slow
 def test_a_hanging_call_is_killed_at_its_deadline(tmp_path: Path) -> None:
     start = time.monotonic()
     res = run_with_deadline([sys.executable, "-c", "import time; time.sleep(60)"], 0.5)
@@ -286,6 +288,7 @@ def test_the_session_and_its_helpers_import_no_posix_only_module() -> None:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="checks the Windows path from a POSIX system")
+@pytest.mark.slow
 def test_the_recorder_type_checks_as_windows() -> None:
     """The whole recorder as Windows Python sees it: what runs there must not touch a POSIX-only name
     (``os.pwrite``, ``signal.SIGHUP`` …); the POSIX-only modules say so at their top, so mypy skips

@@ -130,6 +130,7 @@ def _snapshot(tmp_path: Path) -> Path:
     return b / "host"
 
 
+@pytest.mark.slow
 def test_the_windows_snapshot_writes_what_the_report_reads(windows_host: Path) -> None:
     host = _snapshot(windows_host)
     system = json.loads((host / "system.json").read_text())
@@ -173,6 +174,7 @@ def test_a_display_adapter_with_its_location_gets_a_bus_id(windows_host: Path) -
     assert gpus[0]["location"] == "PCI bus 1, device 0, function 0" and gpus[0]["pci_bus_id"] == "0000:01:00.0"
 
 
+@pytest.mark.slow
 def test_hung_cim_queries_are_given_up_at_their_deadline(windows_host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_POWERSHELL_HANG", "1")
     monkeypatch.setattr(snapshot_windows, "TIMEOUT_S", 0.5)
@@ -192,6 +194,7 @@ def test_without_powershell_the_snapshot_says_so(windows_host: Path) -> None:
     assert {"name": "powershell", "problem": "neither powershell.exe nor pwsh found"} in log
 
 
+@pytest.mark.slow
 def test_record_with_the_windows_snapshot_and_analyze_it(windows_host: Path) -> None:
     """``forensics record`` with the Windows snapshot part; ``analyze`` reads the bundle without taking
     the CIM outputs for evidence, and the report's facts name the Windows version and the driver."""

@@ -14,7 +14,8 @@ import termios
 import time
 from pathlib import Path
 
-from recorder_helpers import bundle, env, jsonl, manifest, read_until, recorder_argv, run
+import pytest
+from recorder_helpers import bundle, env, jsonl, manifest, read_until, recorder_argv, run, wait_in_bundle
 
 from forensics.analysis import analyze
 from forensics.ingest.bundle import IDX_MAGIC, receipt_lookup
@@ -22,6 +23,7 @@ from forensics.ingest.bundle import IDX_MAGIC, receipt_lookup
 PY = sys.executable
 
 
+@pytest.mark.slow
 def test_nvml_absent_is_recorded_as_unavailable_with_reason(tmp_path: Path) -> None:
     res = run(tmp_path, PY, "-c", "print('training')", FORENSICS_FAKE_NVML="absent")
     assert res.returncode == 0 and res.stdout == b"training\n"
@@ -35,6 +37,7 @@ def test_nvml_absent_is_recorded_as_unavailable_with_reason(tmp_path: Path) -> N
     assert analysis.verdict.root_cause is None
 
 
+@pytest.mark.slow
 def test_real_nvml_path_without_a_driver_is_clean(tmp_path: Path) -> None:
     """No fake: the real nvidia-ml-py, on a machine without an NVIDIA driver (skipped on a GPU host)."""
     probe = subprocess.run([PY, "-c", "import pynvml; pynvml.nvmlInit()"], capture_output=True, timeout=30)
@@ -50,8 +53,9 @@ def test_real_nvml_path_without_a_driver_is_clean(tmp_path: Path) -> None:
     assert (bundle(tmp_path) / "recorder.log").read_bytes() == b""
 
 
+@pytest.mark.slow
 def test_samples_are_written_and_parsed(tmp_path: Path) -> None:
-    res = run(tmp_path, PY, "-c", "import time; time.sleep(1.5)")
+    res = run(tmp_path, PY, "-c", wait_in_bundle("nvml.jsonl", "\n", count=12))
     assert res.returncode == 0
     b = bundle(tmp_path)
     header, *ticks = jsonl(b / "nvml.jsonl")
@@ -68,9 +72,11 @@ def test_samples_are_written_and_parsed(tmp_path: Path) -> None:
     assert all(m.values["pcie_gen_max"] == 5 for m in metrics)
 
 
+@pytest.mark.slow
 def test_a_hanging_nvml_call_is_an_event_and_the_sampler_is_replaced(tmp_path: Path) -> None:
     flag = tmp_path / "hung-once"
-    res = run(tmp_path / "out", PY, "-c", "import time; time.sleep(4); print('done')",
+    child = wait_in_bundle("nvml-events.jsonl", "recovered", then="print('done')\n")
+    res = run(tmp_path / "out", PY, "-c", child,
               FORENSICS_FAKE_NVML=f"hang:after=0.3,once={flag}", FORENSICS_NVML_DEADLINE_S="0.5")
     assert res.returncode == 0 and res.stdout == b"done\n"
     events = jsonl(bundle(tmp_path / "out") / "nvml-events.jsonl")
@@ -83,6 +89,7 @@ def test_a_hanging_nvml_call_is_an_event_and_the_sampler_is_replaced(tmp_path: P
     assert "nvml-unresponsive" in reasons and "nvml-recovered" in reasons
 
 
+@pytest.mark.slow
 def test_a_driver_that_stays_wedged_never_holds_up_the_run(tmp_path: Path) -> None:
     start = time.monotonic()
     res = run(tmp_path, PY, "-c", "import time; time.sleep(2.5); print('done')",
@@ -94,8 +101,10 @@ def test_a_driver_that_stays_wedged_never_holds_up_the_run(tmp_path: Path) -> No
     assert manifest(tmp_path)["sources"]["nvml"]["status"] in ("unresponsive", "gave-up")
 
 
+@pytest.mark.slow
 def test_xid_event_from_nvml(tmp_path: Path) -> None:
-    res = run(tmp_path, PY, "-c", "import time; time.sleep(1.5)", FORENSICS_FAKE_NVML="xid:after=0.2,xid=43")
+    res = run(tmp_path, PY, "-c", wait_in_bundle("nvml-events.jsonl", '"xid"'),
+              FORENSICS_FAKE_NVML="xid:after=0.2,xid=43")
     assert res.returncode == 0
     [xid] = [e for e in jsonl(bundle(tmp_path) / "nvml-events.jsonl") if e.get("type") == "xid"]
     assert xid["xid"] == 43 and xid["pci"] == "0000:3b:00.0"
@@ -108,6 +117,7 @@ def _kmsg(seq: int, usec: int, msg: str) -> bytes:
     return f"4,{seq},{usec},-;{msg}\n SUBSYSTEM=pci\n".encode()
 
 
+@pytest.mark.slow
 def test_kernel_log_keeps_recent_context_and_new_records_byte_for_byte(tmp_path: Path) -> None:
     now_us = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
     dev = tmp_path / "kmsg"
@@ -132,6 +142,7 @@ time.sleep(1.2)
     assert m["sources"]["kernel_log"]["source"] == "kmsg" and m["boot_time_ns"]
 
 
+@pytest.mark.slow
 def test_no_kernel_log_is_marked_unavailable(tmp_path: Path) -> None:
     res = run(tmp_path, PY, "-c", "pass", FORENSICS_KERNEL_LOG="kmsg", FORENSICS_KMSG_PATH=str(tmp_path / "nope"))
     assert res.returncode == 0
@@ -149,6 +160,7 @@ sys.stdout.write("\ndone\n")
 """
 
 
+@pytest.mark.slow
 def test_receipt_index_does_not_grow_per_carriage_return(tmp_path: Path) -> None:
     before = time.time_ns()
     res = run(tmp_path, PY, "-c", BAR)
@@ -179,6 +191,7 @@ time.sleep(30)
 """
 
 
+@pytest.mark.slow
 def test_on_a_terminal_the_child_is_foreground_and_ctrl_c_reaches_it_once(tmp_path: Path) -> None:
     pid, master = pty.fork()
     if pid == 0:  # the recorder, in a new session on a pseudo-terminal, as an interactive shell would run it
@@ -205,6 +218,7 @@ def test_on_a_terminal_the_child_is_foreground_and_ctrl_c_reaches_it_once(tmp_pa
     assert (bundle(tmp_path) / "stdout.log").read_bytes().endswith(b"ready\nchild got SIGINT\n")
 
 
+@pytest.mark.slow
 def test_interrupted_child_on_a_terminal_ends_the_recorder_like_sigint(tmp_path: Path) -> None:
     pid, master = pty.fork()
     if pid == 0:

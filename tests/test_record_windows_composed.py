@@ -35,6 +35,7 @@ FAILS_LATER = ("import sys, time; print('step 1 loss 2.0', flush=True); time.sle
                "print('RuntimeError: CUDA error: unknown error', file=sys.stderr); sys.exit(1)")
 
 
+@pytest.mark.slow
 def test_a_recording_on_the_windows_platform_holds_what_windows_gives(tmp_path: Path) -> None:
     (tmp_path / "replay").mkdir()
     shutil.copy(ROOT / "tests/data/windows/report1-p2p-sram.xml", tmp_path / "replay" / "report1.System.xml")

@@ -106,6 +106,7 @@ def test_analyze_output_redacts_what_the_child_printed(tmp_path: Path) -> None:
     assert HF in log.read_text()  # the input itself is never touched
 
 
+@pytest.mark.slow
 def test_a_recording_keeps_secrets_out_of_its_own_files_but_not_out_of_the_output(tmp_path: Path) -> None:
     from recorder_helpers import bundle, run
 

@@ -50,6 +50,7 @@ def test_an_8_mb_zip_bomb_is_refused_by_its_ratio(tmp_path: Path, memory_cap: ob
     assert len(bombs) == 8 and "would expand" in bombs[0] and "skipped" in bombs[0]
 
 
+@pytest.mark.slow
 def test_a_gzip_of_gibibytes_of_zeros_answers_with_the_ratio_line(tmp_path: Path, memory_cap: object) -> None:
     path = tmp_path / "dmesg.log.gz"
     path.write_bytes(gzip_of_zeros(4096))  # 4 GiB of zeros in 4 MB

@@ -67,6 +67,7 @@ def test_a_template_that_reads_following_lines_is_never_counted(monkeypatch: pyt
     assert [e.origin for e in collapsed] == [e.origin for e in every]
 
 
+@pytest.mark.slow
 def test_megatron_lines_are_sampled_and_a_nan_iteration_is_never_sampled_away() -> None:
     rnd = random.Random(5)
     lines = [ITER.format(i=i, c=i * 256, ms=800 + rnd.random() * 40, loss=2 + rnd.random(), nan=3 if i == 7777 else 0)

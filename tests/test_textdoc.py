@@ -142,6 +142,7 @@ LINES = st.lists(st.sampled_from(["", "Error", "xErrorx", "Traceback", "plain", 
 
 @settings(max_examples=200, deadline=None)
 @given(rows=LINES, use_hs=st.booleans())
+@pytest.mark.slow
 def test_matches_the_naive_reference(rows: list[str], use_hs: bool) -> None:
     data = "\n".join(rows).encode()
     old = (textdoc.USE_HYPERSCAN, textdoc.HS_MIN_BYTES, textdoc._HS_CHUNK)

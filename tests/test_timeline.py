@@ -222,7 +222,13 @@ def test_metrics_move_with_their_host() -> None:
 
 
 def test_sync_keys() -> None:
-    assert sync_key(ev(T0, kind="progress", step=7)) == ("step", 7)
+    key = sync_key(ev(T0, kind="progress", step=7))
+    assert key is not None and key[0] == "step" and key[-1] == 7
+    # one loop's step on every host is one moment; a pipeline's other loop counting its own steps is not
+    a = sync_key(ev(T0, kind="progress", message="drafter 5: step 40 loss=2.1", step=40))
+    b = sync_key(ev(T0, kind="progress", message="drafter 6: step 40 loss=2.0", step=40))
+    c = sync_key(ev(T0, kind="progress", message="monitor: step=40 throughput=21.5K tok/s", step=40))
+    assert a == b != c
     assert sync_key(ev(T0, kind="progress", loss=1.0)) is None
     assert sync_key(ev(T0, kind="nccl", message="comm 0x1 rank 3 nranks 8 - Init COMPLETE", nranks=8)) == (
         "nccl-init", 8)

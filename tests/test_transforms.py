@@ -92,6 +92,7 @@ def test_receipts_follow_the_prefixed_lines() -> None:
     assert [e for e, _ in rec.iter_unpack(moved[8:])] == [6, 12, 18]
 
 
+@pytest.mark.slow
 def test_eval_transforms_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     case = tmp_path / "cases" / "oom"
     case.mkdir(parents=True)
@@ -104,6 +105,7 @@ def test_eval_transforms_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "unknown nonsense" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_invariance_bar() -> None:
     """The issue's bar: ≥ 98 % of transformed cases keep their root cause (and ≥ 90 % per transform)."""
     targets = [t for r in ROOTS for t in find_targets(r)]

@@ -90,6 +90,7 @@ async def filter_by(pilot, text: str) -> None:  # type: ignore[no-untyped-def]
 
 # -- opening ------------------------------------------------------------------------------------
 @headless
+@pytest.mark.slow
 async def test_overview_shows_the_verdict_findings_and_run_facts() -> None:
     app = incident_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -111,6 +112,7 @@ async def test_overview_shows_the_verdict_findings_and_run_facts() -> None:
 
 @pytest.mark.parametrize("case", ["pytorch51382-xid43-xid31-suspect-gpu", "stall-nvidia-smi-one-gpu-idle"])
 @headless
+@pytest.mark.slow
 async def test_opening_a_real_case_shows_what_analyze_concludes(case: str) -> None:
     expected = analyze([str(CASES / case)])
     app = ForensicsApp([str(CASES / case)])
@@ -130,6 +132,7 @@ async def test_opening_a_real_case_shows_what_analyze_concludes(case: str) -> No
 
 
 @headless
+@pytest.mark.slow
 async def test_an_empty_analysis_opens_on_every_view() -> None:
     app = ForensicsApp(analysis=demo.empty_analysis())
     async with app.run_test(size=(80, 24)) as pilot:
@@ -145,6 +148,7 @@ async def test_an_empty_analysis_opens_on_every_view() -> None:
 
 
 @headless
+@pytest.mark.slow
 async def test_a_loader_failure_is_shown_not_raised_and_q_exits_2() -> None:
     def broken() -> object:
         raise RuntimeError("disk on fire")
@@ -165,6 +169,7 @@ def test_run_app_and_cli_refuse_a_missing_path(tmp_path: Path) -> None:
 
 # -- keys ---------------------------------------------------------------------------------------
 @headless
+@pytest.mark.slow
 async def test_keys_switch_views_help_and_quit() -> None:
     app = incident_app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -185,6 +190,7 @@ async def test_keys_switch_views_help_and_quit() -> None:
 
 # -- evidence -----------------------------------------------------------------------------------
 @headless
+@pytest.mark.slow
 async def test_selecting_a_finding_shows_its_evidence() -> None:
     app = incident_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -224,6 +230,7 @@ async def test_selecting_a_finding_shows_its_evidence() -> None:
 
 # -- timeline -----------------------------------------------------------------------------------
 @headless
+@pytest.mark.slow
 async def test_filters_narrow_the_timeline() -> None:
     app = incident_app()
     async with app.run_test(size=(100, 30)) as pilot:
@@ -260,6 +267,7 @@ async def test_filters_narrow_the_timeline() -> None:
 
 
 @headless
+@pytest.mark.slow
 async def test_jump_to_errors_and_times_and_open_raw_lines() -> None:
     app = incident_app()
     async with app.run_test(size=(100, 30)) as pilot:
@@ -319,6 +327,7 @@ async def test_jump_to_errors_and_times_and_open_raw_lines() -> None:
 
 
 @headless
+@pytest.mark.slow
 async def test_a_large_timeline_pages_to_the_end_and_back() -> None:
     app = ForensicsApp(analysis=demo.synthetic(20_000))
     async with app.run_test(size=(80, 24)) as pilot:
@@ -336,6 +345,7 @@ async def test_a_large_timeline_pages_to_the_end_and_back() -> None:
 
 # -- metrics and sizes ----------------------------------------------------------------------------
 @headless
+@pytest.mark.slow
 async def test_metrics_pick_the_metric_and_show_detector_spans() -> None:
     app = incident_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -359,6 +369,7 @@ async def test_metrics_pick_the_metric_and_show_detector_spans() -> None:
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 60)])
 @headless
+@pytest.mark.slow
 async def test_every_view_renders_at_small_and_large_sizes(size: tuple[int, int]) -> None:
     app = incident_app()
     async with app.run_test(size=size) as pilot:
@@ -373,6 +384,7 @@ async def test_every_view_renders_at_small_and_large_sizes(size: tuple[int, int]
         assert screen_lines(app)
 
 
+@pytest.mark.slow
 def test_evidence_body_says_how_many_matched_and_the_extracted_facts() -> None:
     analysis = demo.xid79_incident()
     root = analysis.verdict.root_cause
@@ -388,6 +400,7 @@ def test_evidence_body_says_how_many_matched_and_the_extracted_facts() -> None:
 
 
 @headless
+@pytest.mark.slow
 async def test_overview_names_the_chipset_attached_gpu_of_the_first_report() -> None:
     data = ROOT / "tests" / "data"
     paths = [str(data / "windows" / "report1-p2p-sram.xml"), str(data / "report1-machine" / "nvidia-smi-topo.txt"),
@@ -403,6 +416,7 @@ async def test_overview_names_the_chipset_attached_gpu_of_the_first_report() -> 
 
 
 @headless
+@pytest.mark.slow
 async def test_overview_names_a_gpu_the_lspci_tree_puts_behind_the_chipset() -> None:
     data = ROOT / "tests" / "data" / "lspci_tree"
     app = ForensicsApp([str(data / "lpic-laptop-mx150-tree.txt"), str(data / "lpic-laptop-mx150-lspci.txt")])
@@ -414,6 +428,7 @@ async def test_overview_names_a_gpu_the_lspci_tree_puts_behind_the_chipset() -> 
 
 
 @headless
+@pytest.mark.slow
 async def test_overview_says_which_gpus_share_a_switch(tmp_path: Path) -> None:
     from test_lspci_tree import smi_q_text
 

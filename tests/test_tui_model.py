@@ -9,9 +9,9 @@ import pytest
 
 from forensics.events import Event, Origin, Severity, TsSource
 from forensics.findings import Finding, Role
+from forensics.timeline.query import EventIndex, QueryError, parse_query, parse_time
 from forensics.tui import demo
 from forensics.tui.charts import braille, bucket, fmt_range, fmt_value, marker_row, span_mask, sparkline, time_axis
-from forensics.tui.index import EventIndex, QueryError, parse_query, parse_time
 from forensics.tui.model import (
     as_ns,
     build_model,
@@ -101,12 +101,13 @@ def test_derived_spans_read_several_attribute_spellings() -> None:
 
 
 def test_durations_read_at_a_glance() -> None:
+    """The TUI words durations as every other face does (forensics.units.duration)."""
     assert fmt_duration(31_000) == "31 µs"
     assert fmt_duration(402 * 10**6) == "402 ms"
-    assert fmt_duration(12.5 * S) == "12 s" or fmt_duration(12.5 * S) == "12.5 s"
-    assert fmt_duration(600 * S) == "10 min 0 s"
-    assert fmt_duration(3 * 3600 * S + 5 * 60 * S) == "3 h 05 min"
-    assert fmt_delta(-2 * S) == "-2.0 s" and fmt_delta(None) == "" and fmt_delta(0) == "same time"
+    assert fmt_duration(2.5 * S) == "2.5 s" and fmt_duration(12.5 * S) == "12 s" and fmt_duration(90 * S) == "90 s"
+    assert fmt_duration(600 * S) == "10 min"
+    assert fmt_duration(3 * 3600 * S + 5 * 60 * S) == "3.1 h"
+    assert fmt_delta(-2 * S) == "-2 s" and fmt_delta(None) == "" and fmt_delta(0) == "same time"
 
 
 def test_events_without_a_wall_time_show_their_uptime() -> None:
@@ -239,7 +240,7 @@ def test_bucket_mean_min_max_and_gaps() -> None:
 def test_sparkline_levels_and_gaps() -> None:
     ts = np.arange(8, dtype=np.int64)
     line = sparkline(ts, np.array([0, 1, 2, 3, 4, 5, 6, 8.0]), 0, 7, 8, 0.0, 8.0)
-    assert line == "▁▁▂▃▄▅▆█"  # zero still draws the lowest block: "there is data"
+    assert line == "▁▂▃▄▅▅▆█"  # eight equal levels (forensics.units.sparkline); zero still draws "▁": there is data
     gap = sparkline(np.array([0, 7], dtype=np.int64), np.array([1.0, 1.0]), 0, 7, 8, 0.0, 1.0)
     assert gap == "█      █"
     # Samples every 3 columns are one line; a stop longer than 3 sampling intervals stays a gap.
@@ -270,10 +271,12 @@ def test_span_mask_marker_row_and_axis() -> None:
     t0 = int(datetime(2024, 5, 14, 9, 0, tzinfo=UTC).timestamp()) * S
     axis = time_axis(t0, t0 + 900 * S, 40)
     assert axis.startswith("09:00:00") and axis.endswith("09:15:00") and "09:07:30" in axis
-    assert fmt_value(81_559, "MiB") == "79.6 GiB" and fmt_value(55, "%") == "55%"
+    assert fmt_value(81_559, "MiB") == "79.6 GiB" and fmt_value(2048, "MiB") == "2.0 GiB"
+    assert fmt_value(55, "%") == "55%"
     assert fmt_range(0, 81_559, "MiB") == "0–79.6 GiB" and fmt_range(0, 700, "W") == "0–700 W"
 
 
+@pytest.mark.slow
 def test_a_recorded_bundle_gives_the_run_its_own_span_and_one_fact_per_gpu() -> None:
     from pathlib import Path
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.widgets import Static
 
 from forensics.tui import demo
@@ -34,6 +35,7 @@ def bundle_app(name: str) -> ForensicsApp:
 
 
 @headless
+@pytest.mark.slow
 async def test_the_oom_facts_are_in_the_verdict_and_the_evidence_and_the_risk_is_marked() -> None:
     app = bundle_app("oom-optimizer-step")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -56,6 +58,7 @@ async def test_the_oom_facts_are_in_the_verdict_and_the_evidence_and_the_risk_is
 
 
 @headless
+@pytest.mark.slow
 async def test_a_run_that_survived_shows_its_risk_in_the_verdict() -> None:
     app = bundle_app("memory-margin")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -68,6 +71,7 @@ async def test_a_run_that_survived_shows_its_risk_in_the_verdict() -> None:
 
 
 @headless
+@pytest.mark.slow
 async def test_the_training_rate_and_its_drop_are_charted() -> None:
     app = bundle_app("throughput-collapse")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -86,6 +90,7 @@ async def test_the_training_rate_and_its_drop_are_charted() -> None:
 
 
 @headless
+@pytest.mark.slow
 async def test_a_record_hundreds_of_lines_long_is_shortened_in_the_evidence() -> None:
     app = bundle_app("device-assert-h200")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -99,6 +104,7 @@ async def test_a_record_hundreds_of_lines_long_is_shortened_in_the_evidence() ->
 
 
 @headless
+@pytest.mark.slow
 async def test_filtering_moves_the_cursor_to_the_first_match_and_says_no_match() -> None:
     app = incident_app()
     async with app.run_test(size=(100, 30)) as pilot:
@@ -133,6 +139,7 @@ def test_the_demo_incident_still_has_progress_lines() -> None:
 
 
 @headless
+@pytest.mark.slow
 async def test_the_culprit_is_the_first_line_of_the_overview_and_evidence_shows_dt() -> None:
     """The recorded 2-GPU stall: rank 1 is named the culprit before the root cause, at 80x24 too;
     the Evidence view shows each line's Δt from the root cause's first event."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from test_tui_app import headless
 from textual.containers import VerticalScroll
 from textual.widgets import OptionList
@@ -24,6 +25,7 @@ async def _loaded(pilot) -> None:  # type: ignore[no-untyped-def]
 
 
 @headless
+@pytest.mark.slow
 async def test_overview_at_80x24_shows_findings_and_the_run_panel() -> None:
     app = _app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -40,6 +42,7 @@ async def test_overview_at_80x24_shows_findings_and_the_run_panel() -> None:
 
 
 @headless
+@pytest.mark.slow
 async def test_evidence_at_80x24_keeps_whole_titles() -> None:
     app = _app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -56,6 +59,7 @@ async def test_evidence_at_80x24_keeps_whole_titles() -> None:
 
 
 @headless
+@pytest.mark.slow
 async def test_help_at_80x24_scrolls_to_its_last_section() -> None:
     app = _app()
     async with app.run_test(size=(80, 24)) as pilot:

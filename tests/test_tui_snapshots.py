@@ -35,18 +35,22 @@ async def settle(pilot: Pilot[int]) -> None:
     await pilot.pause()
 
 
+@pytest.mark.slow
 def test_overview(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(incident_app(), terminal_size=(120, 40), run_before=settle)
 
 
+@pytest.mark.slow
 def test_overview_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(incident_app(), terminal_size=(80, 24), run_before=settle)
 
 
+@pytest.mark.slow
 def test_evidence(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(incident_app(), terminal_size=(120, 40), run_before=settle, press=["down", "down", "enter"])
 
 
+@pytest.mark.slow
 def test_timeline_filtered(snap_compare) -> None:  # type: ignore[no-untyped-def]
     async def filtered(pilot: Pilot[int]) -> None:
         await settle(pilot)
@@ -59,19 +63,23 @@ def test_timeline_filtered(snap_compare) -> None:  # type: ignore[no-untyped-def
     assert snap_compare(incident_app(), terminal_size=(120, 30), run_before=filtered)
 
 
+@pytest.mark.slow
 def test_metrics_utilization(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(incident_app(), terminal_size=(120, 40), run_before=settle, press=["4", "right"])
 
 
+@pytest.mark.slow
 def test_help(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(incident_app(), terminal_size=(100, 36), run_before=settle, press=["question_mark"])
 
 
+@pytest.mark.slow
 def test_evidence_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
     """Narrow: the findings list above the detail, whole titles wrapped (not cut at 28 columns)."""
     assert snap_compare(incident_app(), terminal_size=(80, 24), run_before=settle, press=["2"])
 
 
+@pytest.mark.slow
 def test_help_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
     """The key list scrolls on a short terminal: scrolled to its end, the last section shows."""
     assert snap_compare(incident_app(), terminal_size=(80, 24), run_before=settle, press=["question_mark", "end"])

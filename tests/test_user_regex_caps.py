@@ -40,6 +40,7 @@ def test_separated_repeats_are_not_flagged(pattern: str) -> None:
     assert nested_quantifier(pattern) is None
 
 
+@pytest.mark.slow
 def test_a_regex_that_timed_out_once_is_capped_for_the_analysis(tmp_path: Path) -> None:
     sigs = tmp_path / "sigs"
     sigs.mkdir()

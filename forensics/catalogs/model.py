@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from forensics import user_cache
 from forensics.catalogs import text as text_module
-from forensics.catalogs.text import MIN_FIXED, fixed_chars, key_literal, match_line, pieces
+from forensics.catalogs.text import (
+    MIN_FIXED,
+    distinctive,
+    fixed_chars,
+    key_literal,
+    match_line,
+    pieces,
+    without_function,
+)
 
 __all__ = ["Catalog", "CatalogError", "Message", "MessageClass", "all_classes", "parse_catalog", "shipped"]
 
@@ -53,6 +61,8 @@ class Message:
     pieces: tuple[str, ...]  # the fixed pieces of the matched line, in order
     key: str  # the longest piece: what the literal index looks for
     fixed: int  # fixed characters of the matched line
+    distinctive: bool  # matched without a marker word (docs/catalogs.md)
+    alternate: bool = False  # the wording without the function name it starts with (``function_prefix``)
 
     @property
     def matchable(self) -> bool:
@@ -69,6 +79,9 @@ class Catalog:
     markers: tuple[str, ...]  # a line must hold one of these for a short message to match
     classes: dict[str, MessageClass]
     messages: tuple[Message, ...]
+    #: The messages again without a leading function name, where the producer renames its functions between
+    #: releases (header ``function_prefix = "optional"``); matched, never counted.
+    alternates: tuple[Message, ...] = ()
 
     def counts(self) -> dict[str, int]:
         """Messages by severity, how many map to a signature or only to a class, and how many match."""
@@ -129,16 +142,25 @@ def parse_catalog(lines: Iterable[str], name: str = "<catalogue>") -> Catalog:
                 id=_str(body, "id", where), producer=producer, text=text, where=_str(body, "where", where, ""),
                 level=_str(body, "level", where, ""), severity=severity, class_id=body.get("class"),
                 signature=body.get("signature"), code=None if code is None else str(code),
-                pieces=pieces(text), key=key_literal(text), fixed=fixed_chars(match_line(text))))
+                pieces=pieces(text), key=key_literal(text), fixed=fixed_chars(match_line(text)),
+                distinctive=distinctive(text)))
         else:
             raise CatalogError(f"{where}: unknown entry {kind!r}")
     if header is None:
         raise CatalogError(f"{name}: empty catalogue")
+    alternates: list[Message] = []
+    if header.get("function_prefix") == "optional":
+        for m in messages:
+            rest = without_function(m.text)
+            if rest is not None:
+                alternates.append(replace(m, pieces=pieces(rest), key=key_literal(rest),
+                                          fixed=fixed_chars(match_line(rest)), distinctive=distinctive(rest),
+                                          alternate=True))
     return Catalog(
         producer=_str(header, "producer", name), title=_str(header, "title", name),
         source=_str(header, "source", name, ""), version=_str(header, "version", name, ""),
         commit=_str(header, "commit", name, ""), markers=tuple(str(m) for m in header.get("markers", ())),
-        classes=classes, messages=tuple(messages))
+        classes=classes, messages=tuple(messages), alternates=tuple(alternates))
 
 
 @cache

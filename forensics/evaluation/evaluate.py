@@ -3,8 +3,9 @@
 A case is a folder with ``case.toml`` (``primary``, ``also``, optional ``accept``,
 ``confidence``) and log files; only the log files are analyzed (tests/corpus/README.md).
 Reported: top-1 accuracy, top-3 (the primary among the first three findings), found at
-all, accuracy on ``thread-confirmed`` cases, false alarms on ``none`` cases, and the
-confusions.
+all, accuracy on ``thread-confirmed`` cases, false alarms on ``none`` cases, the confusions, and the
+culprit score over the cases whose ``[culprit]`` table names who is to blame (the verdict's culprit line
+names the same rank, GPU, node or process: :mod:`forensics.evaluation.culprit_score`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from forensics.errors import ForensicsError, UsageError
+from forensics.evaluation.culprit_score import culprit_key, describe_key, label_key, same_culprit
 
 __all__ = ["CaseResult", "EvalReport", "evaluate", "find_cases", "run_eval"]
 
@@ -32,6 +34,9 @@ class CaseResult:
     findings: list[str]
     thread_confirmed: bool
     error: str = ""
+    culprit_want: str = ""  # the case's [culprit] label, described ("" when it has none)
+    culprit_got: str = ""
+    culprit_ok: bool | None = None  # None: the case carries no [culprit]
 
     @property
     def correct(self) -> bool:
@@ -79,6 +84,12 @@ class EvalReport:
         return sum(not r.correct for r in none_cases), len(none_cases)
 
     @property
+    def culprit(self) -> tuple[int, int]:
+        """Cases with a ``[culprit]`` whose verdict names that culprit (forensics/evaluation/culprit_score.py)."""
+        labelled = [r for r in self.results if r.culprit_ok is not None]
+        return sum(bool(r.culprit_ok) for r in labelled), len(labelled)
+
+    @property
     def misses(self) -> list[CaseResult]:
         return [r for r in self.results if not r.correct]
 
@@ -108,8 +119,14 @@ def _evaluate_case(folder: Path, signature_dirs: Sequence[Path]) -> CaseResult:
     except ForensicsError as exc:
         return CaseResult(folder.name, primary, accept, "none", "", [], confirmed, error=str(exc))
     v = analysis.verdict
-    return CaseResult(folder.name, primary, accept, v.root_cause_id or "none", str(v.confidence),
-                      [f.signature for f in analysis.findings], confirmed)
+    result = CaseResult(folder.name, primary, accept, v.root_cause_id or "none", str(v.confidence),
+                        [f.signature for f in analysis.findings], confirmed)
+    table = meta.get("culprit")
+    if isinstance(table, dict):
+        want, got = label_key(table), culprit_key(v.blame)
+        result.culprit_want, result.culprit_got = describe_key(want), describe_key(got)
+        result.culprit_ok = same_culprit(want, got)
+    return result
 
 
 def evaluate(corpus: Path, signature_dirs: Sequence[Path] = ()) -> EvalReport:
@@ -134,8 +151,11 @@ def print_report(report: EvalReport, verbose: bool = False, out: TextIO | None =
             mark = "ok  " if r.correct else "MISS"
             extra = f"  error: {r.error}" if r.error else ""
             others = [f for f in r.findings if f != r.predicted][:4]
+            blamed = "" if r.culprit_ok is None else (
+                f"  culprit ok ({r.culprit_got})" if r.culprit_ok else
+                f"  culprit MISS (want {r.culprit_want}, got {r.culprit_got or 'none'})")
             w(f"{mark} {r.case:<48} want {r.primary:<28} got {r.predicted:<28} {r.confidence:<6}"
-              + (f"  also: {', '.join(others)}" if others else "") + extra + "\n")
+              + (f"  also: {', '.join(others)}" if others else "") + blamed + extra + "\n")
         w("\n")
     w(f"cases:                 {len(report.results)}\n")
     w(f"top-1 accuracy:        {_pct(report.top1)}\n")
@@ -143,6 +163,8 @@ def print_report(report: EvalReport, verbose: bool = False, out: TextIO | None =
     w(f"primary found at all:  {_pct(report.found)}\n")
     w(f"thread-confirmed top-1: {_pct(report.confirmed)}\n")
     w(f"false alarms on none:  {_pct(report.false_alarms)}\n")
+    if report.culprit[1]:
+        w(f"culprit score:         {_pct(report.culprit)}  (cases with a [culprit])\n")
     confusions = Counter((r.primary, r.predicted) for r in report.misses)
     if confusions:
         w("confusions (wanted → got):\n")

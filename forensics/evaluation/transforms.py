@@ -17,9 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from random import Random
 
+from forensics.evaluation import culprit_transforms as culprit
 from forensics.lazy_re import lazy_compile
 
-__all__ = ["TRANSFORMS", "FileInfo", "Transform", "apply", "names", "remap_receipts"]
+__all__ = ["CULPRIT_TRANSFORMS", "TRANSFORMS", "FileInfo", "Transform", "apply", "names", "remap_receipts"]
 
 
 @dataclass
@@ -29,7 +30,9 @@ class FileInfo:
     ``kind`` is the format the untransformed file was detected as; ``decisive`` the
     ``(line, nlines)`` spans of the untransformed verdict's evidence in this file (an excerpt keeps
     them); ``index`` the file's position in its case (a launcher labels each file as another
-    writer); ``chatter`` healthy lines of the same kind from other cases, to interleave.
+    writer); ``chatter`` healthy lines of the same kind from other cases, to interleave; ``culprits`` and
+    ``bystander`` what the untransformed verdict blamed and a rank it did not (a scaled job copies the
+    bystander); ``renamed`` how a relabelling transform names each rank's worker now.
     """
 
     name: str
@@ -38,6 +41,11 @@ class FileInfo:
     index: int = 0
     chatter: list[str] = field(default_factory=list)
     in_bundle: bool = False
+    #: the untransformed verdict's culprit ranks, and a rank that only waited (what a scaled job adds more of)
+    culprits: list[int] = field(default_factory=list)
+    bystander: int | None = None
+    #: written by a transform that names workers otherwise: rank -> {"hosts"/"pids"/"ranks": value}
+    renamed: dict[int, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -344,7 +352,24 @@ TRANSFORMS: tuple[Transform, ...] = (
     Transform("windows-locale", "Windows export with German/French/Chinese labels and levels", _windows_locale),
     Transform("ansi", "terminal colour codes (dmesg --color=always, coloured loggers)", _ansi),
     Transform("gzip", "gzip-compressed", _gzip),
+    # How workers are named and how many there are (forensics/evaluation/culprit_transforms.py).
+    Transform("strip-prefix", "torchrun's [rankN]: prefixes removed, the rank only inside the message",
+              culprit.strip_prefix),
+    Transform("relabel-srun", "torchrun's prefix replaced with srun -l's 'N: '", culprit.relabel("srun")),
+    Transform("relabel-pdsh", "torchrun's prefix replaced with pdsh's 'nodeNN: ' (one rank per node)",
+              culprit.relabel("pdsh")),
+    Transform("relabel-ray", "torchrun's prefix replaced with Ray's '(RayTrainWorker pid=…, ip=…)'",
+              culprit.relabel("ray")),
+    Transform("relabel-k8s", "torchrun's prefix replaced with kubectl's '[pod/trainer-worker-N/pytorch]'",
+              culprit.relabel("k8s")),
+    Transform("shuffle-ranks", "each round of interleaved ranks' lines in another order", culprit.shuffle_ranks),
+    Transform("scale-64", "the job grown to 64 ranks (bystander ranks added)", culprit.scale(64)),
+    Transform("scale-512", "the job grown to 512 ranks (bystander ranks added)", culprit.scale(512)),
+    Transform("scale-2048", "the job grown to 2048 ranks (bystander ranks added)", culprit.scale(2048)),
 )
+#: Transforms of how workers are named and counted, and the whole-case paste: what ``--transforms culprit`` runs.
+CULPRIT_TRANSFORMS = ("paste", "paste-reversed", "strip-prefix", "relabel-srun", "relabel-pdsh", "relabel-ray",
+                      "relabel-k8s", "shuffle-ranks", "scale-64", "scale-512", "scale-2048")
 _BY_NAME = {t.name: t for t in TRANSFORMS}
 
 

@@ -24,8 +24,14 @@ examples:
   forensics fleet /shared/bundles --scheduler tcp://sched:8786 --parquet out/
   duckdb fleet.duckdb "SELECT signature, count(*) FROM findings GROUP BY 1"
 
-exit status: 0 every input analysed, 2 bad usage (or Dask/DuckDB not installed), 3 some inputs could not be
-analysed (their rows in `inputs` carry the error)."""
+Every input is a row of `inputs`, whatever happens to it: one that cannot be read, that DuckDB refuses,
+or that is still running at --deadline (killed there) carries its error; the summary is always printed.
+Only regular files are read inside a folder or a bundle (a FIFO or a link to /dev/zero is never opened).
+
+exit status:
+  0  every input analysed
+  2  bad usage (or Dask/DuckDB not installed)
+  3  some inputs could not be analysed (their rows in `inputs` carry the error)"""
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,6 +50,8 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--parquet", metavar="DIR", help="also write inputs/findings/gpus .parquet files here")
     p.add_argument("--signatures", action="append", metavar="DIR", help="extra signature directory (repeatable)")
     p.add_argument("--tz", metavar="ZONE", help="time zone of local timestamps without one (IANA name)")
+    p.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                   help="kill one input's analysis after this long; it becomes an error row (default 600, 0: none)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_fleet)
 
@@ -60,17 +68,22 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
             ZoneInfo(args.tz)
         except (ZoneInfoNotFoundError, ValueError):
             raise UsageError(f"unknown time zone: {args.tz}") from None
-    return {"signature_dirs": dirs, "tz": args.tz}
+    from forensics.fleet.tasks import DEADLINE_S
+
+    deadline = DEADLINE_S if args.deadline is None else args.deadline
+    if deadline < 0:
+        raise UsageError("--deadline must be 0 (none) or a number of seconds")
+    return {"signature_dirs": dirs, "tz": args.tz, "deadline_s": deadline}
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
     from forensics.fleet.engine import default_workers, require, run_fleet
 
     require()
-    from forensics.fleet.store import FleetStore, headline, render_sections, summary_sections
+    from forensics.fleet.store import FleetStore
     from forensics.fleet.tasks import expand_paths
 
-    missing = [p for p in args.paths if not os.path.exists(p)]
+    missing = [p for p in args.paths if not os.path.lexists(p)]  # a link loop is an input (its row says so)
     if missing:
         raise UsageError(f"no such file or directory: {missing[0]}")
     if args.workers is not None and args.workers < 1:
@@ -85,34 +98,61 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     say = not args.quiet and sys.stderr.isatty()
     started = time.perf_counter()
 
+    reported: set[int] = set()
+
     def on_results(results: list[dict[str, Any]]) -> None:
         nonlocal done, errors
-        store.add(results)
+        results = store.add(results)
+        reported.update(int(r["input"]["input_id"]) for r in results)
         done += len(results)
         errors += sum(1 for r in results if r["input"]["error"])
         if say:
             sys.stderr.write(f"\rforensics fleet: {done}/{len(inputs)} inputs")
             sys.stderr.flush()
 
+    run = None
+    failure = ""
     try:
-        run = run_fleet(inputs, options, args.scheduler, workers, on_results)
+        try:
+            run = run_fleet(inputs, options, args.scheduler, workers, on_results)
+        except UsageError:
+            raise
+        except Exception as exc:  # the cluster itself failed: what was stored is kept, the rest are rows
+            failure = f"{type(exc).__name__}: {exc}"
+        missing_rows = [(i, p) for i, p in enumerate(inputs) if i not in reported]
+        if missing_rows:
+            from forensics.fleet.engine import lost_rows
+
+            on_results(lost_rows(missing_rows, f"not analysed: {failure or 'no result came back'}"))
         wall = time.perf_counter() - started
         if say:
             sys.stderr.write("\n")
         if args.parquet:
             store.to_parquet(args.parquet)
-        where = "local cluster" if run.local else f"scheduler {run.scheduler}"
-        rate = done / wall if wall > 0 else 0.0
-        out = [f"{done} inputs on {run.threads} worker{'s' if run.threads != 1 else ''} ({where}) in {wall:.1f} s: "
-               f"{rate:.1f} per second, {rate / max(1, run.threads):.1f} per second per worker"
-               + (f"; {errors} could not be analysed" if errors else ""),
-               f"tables inputs, findings, gpus in {args.output}"
-               + (f"; Parquet in {args.parquet}" if args.parquet else ""), ""]
-        lines = headline(store.con)
-        if lines:
-            out += ["Root causes:"] + [f"  {x}" for x in lines] + [""]
-        out.append(render_sections(summary_sections(store.con)))
-        sys.stdout.write("\n".join(out).rstrip() + "\n")
+        sys.stdout.write(_summary(store, run, done, errors, wall, args) + "\n")
+        if failure:
+            sys.stderr.write(f"forensics: the cluster failed: {failure}\n")
     finally:
         store.close()
     return 3 if errors else 0
+
+
+def _summary(store: Any, run: Any, done: int, errors: int, wall: float, args: argparse.Namespace) -> str:
+    """The run in a few lines and the SQL summary, as terminal text (no control or bidi character)."""
+    from forensics.escape import terminal
+    from forensics.fleet.store import headline, render_sections, summary_sections
+
+    where = ("local cluster" if run.local else f"scheduler {run.scheduler}") if run is not None else "no cluster"
+    threads = run.threads if run is not None else 0
+    rate = done / wall if wall > 0 else 0.0
+    plural = "s" if threads != 1 else ""
+    out = [f"{done} inputs on {threads} worker{plural} ({where}) in {wall:.1f} s: "
+           f"{rate:.1f} per second, {rate / max(1, threads):.1f} per second per worker"
+           + (f"; {errors} could not be analysed" if errors else ""),
+           f"tables inputs, findings, gpus in {args.output}" + (f"; Parquet in {args.parquet}" if args.parquet else ""),
+           ""]
+    lines = headline(store.con)
+    if lines:
+        out += ["Root causes:"] + [f"  {x}" for x in lines] + [""]
+    out.append(render_sections(summary_sections(store.con)))
+    return terminal("\n".join(out).rstrip())

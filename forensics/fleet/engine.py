@@ -66,13 +66,27 @@ def _client(scheduler: str | None, workers: int) -> Iterator[Any]:
             client.close()
         return
     cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.ERROR)
+                                       dashboard_address=None, silence_logs=logging.CRITICAL)
     client = distributed.Client(cluster)
     try:
         yield client
     finally:
         client.close()
         cluster.close()
+
+
+#: Dask's own loggers in this process and, through the environment, in its worker processes. A worker
+#: whose scheduler closes first logs a CommClosedError traceback from its next heartbeat, a nanny a
+#: CancelledError one — at every run's end (issue 24); what matters of a worker's failure comes back
+#: as the error row of its inputs, so only Dask's critical lines are printed.
+_QUIET_DASK = {"DASK_LOGGING__DISTRIBUTED": "critical"}
+
+
+def _quiet_dask_logs() -> None:
+    for name, value in _QUIET_DASK.items():
+        os.environ.setdefault(name, value)
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def default_workers() -> int:
@@ -86,7 +100,8 @@ def _partition_size(n: int, workers: int) -> int:
     return max(1, min(16, n // max(1, workers * 8)))
 
 
-def _lost(ids: Sequence[tuple[int, str]], why: str) -> list[dict[str, Any]]:
+def lost_rows(ids: Sequence[tuple[int, str]], why: str) -> list[dict[str, Any]]:
+    """An error row for each (input id, path) whose result never came back."""
     from forensics.fleet.tasks import _input_row
 
     out = []
@@ -102,6 +117,7 @@ def run_fleet(paths: Sequence[str], options: dict[str, Any], scheduler: str | No
               on_results: Callable[[list[dict[str, Any]]], None]) -> Run:
     """Analyse every path (one task each) and hand each partition's results to ``on_results`` as they
     arrive (in the caller's process). Returns where it ran."""
+    _quiet_dask_logs()  # before distributed is imported here and in the workers it starts
     import dask.bag as db
     import distributed
 
@@ -124,7 +140,7 @@ def run_fleet(paths: Sequence[str], options: dict[str, Any], scheduler: str | No
             try:
                 results = future.result()
             except Exception as exc:  # a worker died or the task could not run: its inputs become error rows
-                results = _lost(which[future.key], f"{type(exc).__name__}: {exc}")
+                results = lost_rows(which[future.key], f"{type(exc).__name__}: {exc}")
             on_results(list(results))
             future.release()
     return run

@@ -16,6 +16,7 @@ reads with the column types given here (no pandas type guessing).
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Sequence
@@ -40,6 +41,50 @@ _GPUS = {"input_id": "INTEGER", "host": "VARCHAR", "pci": "VARCHAR", "index": "I
          "serial": "VARCHAR", "name": "VARCHAR"}
 #: ns columns stored as TIMESTAMP under another name
 _TIMES = {"start_ns": "start_time", "end_ns": "end_time", "first_ns": "first_time", "last_ns": "last_time"}
+
+
+#: Field caps: what a row may hold, whatever an input says (a 100 MB host name made the insert fail and
+#: ended the whole run). Text is cut, numbers out of their column's range are NULL, lists are cut.
+MAX_TEXT = 4096
+MAX_LIST = 1000
+_RANGES = {"INTEGER": (-(1 << 31), (1 << 31) - 1), "BIGINT": (-(1 << 63), (1 << 63) - 1)}
+
+
+def _clip(value: Any, kind: str) -> Any:
+    """``value`` as a column of SQL type ``kind`` holds it, or None."""
+    if value is None:
+        return None
+    if kind.endswith("[]"):
+        if not isinstance(value, list | tuple):
+            return None
+        return [_clip(v, kind[:-2]) for v in list(value)[:MAX_LIST]]
+    if kind == "VARCHAR":
+        text = (value if isinstance(value, str) else str(value))[:MAX_TEXT]
+        return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")  # no lone surrogate, no NUL
+    if kind in _RANGES:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None
+        lo, hi = _RANGES[kind]
+        return value if lo <= value <= hi else None
+    if kind == "DOUBLE":
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        return number if math.isfinite(number) else None
+    return value
+
+
+def clip_row(row: dict[str, Any], columns: dict[str, str]) -> dict[str, Any]:
+    """One row with only ``columns``, each value within its column's type and caps."""
+    return {c: _clip(row.get(c), t) for c, t in columns.items()}
+
+
+def clip_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A task's result (``input``, ``findings``, ``gpus``) within the tables' types and caps."""
+    return {"input": clip_row(dict(result.get("input") or {}), _INPUTS),
+            "findings": [clip_row(f, _FINDINGS) for f in list(result.get("findings") or [])[:MAX_LIST]],
+            "gpus": [clip_row(g, _GPUS) for g in list(result.get("gpus") or [])[:MAX_LIST]]}
 
 
 def _ddl(name: str, columns: dict[str, str]) -> str:
@@ -67,10 +112,40 @@ class FleetStore:
         for name, cols in (("inputs", _INPUTS), ("findings", _FINDINGS), ("gpus", _GPUS)):
             self.con.execute(_ddl(name, cols))
 
-    def add(self, results: Sequence[dict[str, Any]]) -> None:
-        self._load("inputs", _INPUTS, [r["input"] for r in results])
-        self._load("findings", _FINDINGS, [f for r in results for f in r["findings"]])
-        self._load("gpus", _GPUS, [g for r in results for g in r["gpus"]])
+    def add(self, results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Load a batch of task results (validated first); a result DuckDB still refuses is stored as an
+        input row with the reason (and without its findings), never lost with its batch. Returns the
+        results as stored."""
+        import duckdb
+
+        clipped = [clip_result(r) for r in results]
+        try:
+            self._load_batch(clipped)
+            return clipped
+        except (duckdb.Error, OSError, ValueError):
+            pass
+        stored = []
+        for r in clipped:  # one by one: only the refused result is reduced to its error
+            try:
+                self._load_batch([r])
+            except (duckdb.Error, OSError, ValueError) as exc:
+                row = dict(r["input"], error=f"could not be stored: {type(exc).__name__}: {exc}"[:500])
+                r = {"input": clip_row({**row, "warnings": [], "summary": None}, _INPUTS), "findings": [],
+                     "gpus": []}
+                self._load_batch([r])
+            stored.append(r)
+        return stored
+
+    def _load_batch(self, results: Sequence[dict[str, Any]]) -> None:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self._load("inputs", _INPUTS, [r["input"] for r in results])
+            self._load("findings", _FINDINGS, [f for r in results for f in r["findings"]])
+            self._load("gpus", _GPUS, [g for r in results for g in r["gpus"]])
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
 
     def _load(self, table: str, columns: dict[str, str], rows: list[dict[str, Any]]) -> None:
         if not rows:

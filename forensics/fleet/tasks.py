@@ -7,12 +7,12 @@ local cluster or on a remote one. A failing input gives an input row with ``erro
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,8 @@ __all__ = ["Gpu", "analyze_one", "expand_paths", "gpu_table"]
 Gpu = dict[str, Any]  # host, index, pci, uuid, serial, name
 
 _XML_CAP = 4 << 20
-_GPU_BLOCK = lazy_compile(r"<gpu id=\"([^\"]+)\">(.*?)</gpu>", re.S)
+_GPU_OPEN = lazy_compile(r"<gpu id=\"([^\"<>]{1,64})\">")
+_MAX_GPUS = 1024
 
 
 def expand_paths(paths: Sequence[str]) -> list[str]:
@@ -44,34 +45,39 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
 
 
 def _bundles_under(root: Path) -> Iterator[str]:
+    """Bundle folders under ``root``; a folder whose ``manifest.json`` is not a manifest (a FIFO, a link
+    to ``/dev/zero``, not JSON) is one too: it becomes an input, and its row says why it is broken."""
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
-        if MANIFEST in filenames and read_manifest(Path(dirpath)) is not None:
+        if MANIFEST in filenames:
             dirnames[:] = []  # a bundle's own subfolders hold no other bundle
             yield dirpath
 
 
 def _header(path: Path) -> dict[str, Any] | None:
-    """The first line of ``nvml.jsonl`` (its header: host and the GPUs with index, bus id and UUID)."""
+    """The first line of ``nvml.jsonl`` (its header: host and the GPUs with index, bus id and UUID), read
+    through the bounded reader (a regular file only: a FIFO there is never waited on)."""
+    from forensics.ingest.reader import load_json, read_file
+
     try:
-        with path.open("rb") as fh:
-            line = fh.readline(1 << 20)
-        data = json.loads(line)
-    except (OSError, ValueError):
+        line = read_file(path, 1 << 20, follow=False).data.split(b"\n", 1)[0]
+    except OSError:
         return None
+    data = load_json(line)
     return data if isinstance(data, dict) else None
 
 
 def _smi_q(path: Path) -> list[Gpu]:
     """Serial, UUID and bus id of each ``<gpu>`` in ``nvidia-smi -q -x`` output (a regex read: the
     file is big, and only three fields matter here)."""
+    from forensics.ingest.reader import read_file
+
     try:
-        with path.open("rb") as fh:
-            text = fh.read(_XML_CAP).decode("utf-8", "replace")
+        text = read_file(path, _XML_CAP, follow=False).data.decode("utf-8", "replace")
     except OSError:
         return []
     rows: list[Gpu] = []
-    for bus, body in _GPU_BLOCK.findall(text):
+    for bus, body in _gpu_blocks(text):
         row: Gpu = {"pci": normalize_pci(bus)}
         for tag in ("serial", "uuid", "product_name"):
             m = re.search(rf"<{tag}>([^<]*)</{tag}>", body)
@@ -79,6 +85,21 @@ def _smi_q(path: Path) -> list[Gpu]:
                 row["name" if tag == "product_name" else tag] = m.group(1).strip()
         rows.append(row)
     return rows
+
+
+def _gpu_blocks(text: str) -> Iterator[tuple[str, str]]:
+    """(bus id, body) of each ``<gpu id="…">…</gpu>``, in one pass (a lazy ``.*?`` to ``</gpu>`` from
+    every opening was quadratic on a file of openings without their end)."""
+    pos = 0
+    for _ in range(_MAX_GPUS):
+        m = _GPU_OPEN.search(text, pos)
+        if m is None:
+            return
+        end = text.find("</gpu>", m.end())
+        if end < 0:
+            return
+        yield m.group(1), text[m.end():end]
+        pos = end + 6
 
 
 def gpu_table(path: str) -> list[Gpu]:
@@ -163,17 +184,64 @@ def _input_row(input_id: int, path: str) -> dict[str, Any]:
             "warnings": [], "error": None, "seconds": 0.0, "worker": f"{socket.gethostname()}:{os.getpid()}"}
 
 
+#: Seconds one input may take before it is killed and becomes an error row (``--deadline``).
+DEADLINE_S = 600.0
+
+
 def analyze_one(input_id: int, path: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Analyse one input: ``{"input": row, "findings": [rows], "gpus": [rows]}``, plain values only.
 
-    ``options``: ``signature_dirs`` (list of str), ``tz`` (an IANA name). Any error, of the input or of
-    the analyser, becomes the input row's ``error``."""
-    from forensics.analysis import Options, analyze
+    ``options``: ``signature_dirs`` (list of str), ``tz`` (an IANA name), ``deadline_s`` (default
+    :data:`DEADLINE_S`; 0: none). The analysis runs in a forked child of the worker
+    (:mod:`forensics.fleet.isolate`): an input that hangs is killed at its deadline, one that kills its
+    process is reported, and either way the worker lives on. Any error, of the input or of the
+    analyser, becomes the input row's ``error``."""
+    from forensics.fleet.isolate import Died, TimedOut, run_isolated
 
     options = options or {}
+    _warm(options)
+    started = time.perf_counter()
+    try:
+        result = dict(run_isolated(_analyze_here, (input_id, path, options), options.get("deadline_s", DEADLINE_S)))
+        result["input"]["worker"] = _input_row(input_id, path)["worker"]  # the worker, not its forked child
+        return result
+    except (TimedOut, Died) as exc:
+        row = _input_row(input_id, path)
+        row["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        row["seconds"] = round(time.perf_counter() - started, 4)
+        return {"input": row, "findings": [], "gpus": []}
+
+
+_WARM: set[tuple[str, ...]] = set()
+
+
+def _warm(options: dict[str, Any]) -> None:
+    """What every analysis needs, made once in the worker so that each forked child inherits it: the
+    analyzer's modules, the signatures, every module-level pattern compiled; then the heap frozen, so
+    that the children's garbage collection does not copy the parent's pages."""
+    import gc
+
+    dirs = tuple(str(d) for d in options.get("signature_dirs", []))
+    if dirs in _WARM:
+        return
+    import forensics.analysis  # noqa: F401
+    import forensics.parsers.registry  # noqa: F401
+    from forensics import lazy_re, match
+
+    with suppress(Exception):  # a bad signature directory: the child says so, in its row
+        match.load_signatures([Path(d) for d in dirs])
+    lazy_re.compile_all()
+    gc.freeze()
+    _WARM.add(dirs)
+
+
+def _analyze_here(input_id: int, path: str, options: dict[str, Any]) -> dict[str, Any]:
+    from forensics.analysis import Options, analyze
+
     row = _input_row(input_id, path)
     started = time.perf_counter()
     try:
+        os.stat(path)  # a link loop or a dangling link: its own words (ELOOP), not "no such file"
         tz = None
         if options.get("tz"):
             from zoneinfo import ZoneInfo
@@ -199,13 +267,38 @@ def analyze_one(input_id: int, path: str, options: dict[str, Any] | None = None)
             "warnings": [str(w)[:300] for w in analysis.warnings[:20]],
         })
         findings = _finding_rows(input_id, path, analysis, gpus, hosts[0] if len(hosts) == 1 else None)
+        row["error"] = _unusable(path, analysis)
+    except OSError as exc:
+        row["error"] = f"{path}: {exc.strerror or exc}"[:500]
+        findings, gpus = [], []
     except Exception as exc:  # one bad input must never stop a fleet run
         row["error"] = f"{type(exc).__name__}: {exc}"[:500]
         findings, gpus = [], []
     row["seconds"] = round(time.perf_counter() - started, 4)
     for g in gpus:
         g["input_id"] = input_id
-    return {"input": row, "findings": findings, "gpus": gpus}
+    from forensics.fleet.store import clip_result
+
+    return clip_result({"input": row, "findings": findings, "gpus": gpus})
+
+
+def _unusable(path: str, analysis: Any) -> str | None:
+    """Why an input could not be analysed although nothing raised: nothing in it was readable (the
+    line ``analyze`` says), or a bundle folder whose manifest is not one."""
+    from forensics.text_report import nothing_readable, readable
+
+    if not readable(analysis):
+        return nothing_readable(analysis)[:500]
+    manifest = Path(path) / MANIFEST
+    if os.path.lexists(manifest) and read_manifest(Path(path)) is None:
+        from forensics.ingest.reader import describe_mode
+
+        try:
+            what = describe_mode(os.stat(manifest).st_mode)
+        except OSError as exc:
+            what = exc.strerror or str(exc)
+        return f"{manifest}: not a bundle manifest ({what}); the folder was read as plain logs"[:500]
+    return None
 
 
 def _int(value: Any) -> int | None:

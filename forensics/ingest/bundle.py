@@ -13,7 +13,6 @@ A torn last record (crash mid-write) is ignored.
 
 from __future__ import annotations
 
-import json
 import struct
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
@@ -89,12 +88,19 @@ def receipt_lookup(raw: bytes | None) -> Callable[[int], int | None] | None:
     return at
 
 
+#: A manifest is a few KiB; one larger than this is not one (read through the bounded reader).
+MANIFEST_CAP = 8 << 20
+#: A receipt index is 16 bytes a write; this is hours of a chatty run.
+_IDX_CAP = 256 << 20
+
+
 def read_manifest(path: Path) -> dict[str, Any] | None:
-    """The manifest of bundle directory ``path``, or ``None`` when it is not a bundle."""
-    try:
-        data = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
+    """The manifest of bundle directory ``path``, or ``None`` when it is not a bundle (a
+    ``manifest.json`` that is a FIFO, a device or a link to one, larger than :data:`MANIFEST_CAP`,
+    nested deeper than JSON allows here, or not JSON, is not a manifest)."""
+    from forensics.ingest.reader import read_json
+
+    data = read_json(path / MANIFEST, MANIFEST_CAP)
     return data if isinstance(data, dict) and data.get("format") == FORMAT else None
 
 
@@ -165,10 +171,15 @@ def read_bundle_files(path: Path, limits: Limits) -> Iterator[InputFile]:
 
     manifest = read_manifest(path) or {}
     warning = _version_warning(str(path), manifest)
+    from forensics.secret_values import learn_bundle
+
+    learn_bundle(path)  # what the recorder classed as secret is redacted in everything shown from here on
 
     def sibling(rel: str) -> bytes | None:
+        from forensics.ingest.reader import read_file
+
         try:
-            return (path / rel).read_bytes()
+            return read_file(path / rel, _IDX_CAP, follow=False).data
         except OSError:
             return None
 
@@ -187,14 +198,13 @@ def tag_members(files: list[InputFile]) -> list[InputFile]:
     """Members of an archive (``archive!dir/file``) that belong to a packed bundle, tagged as
     :func:`read_bundle_files` tags a bundle directory (other members pass through unchanged).
     For ``forensics/ingest/sources.py`` to call on the members of one archive."""
+    from forensics.ingest.reader import load_json
+
     manifests: dict[str, dict[str, Any]] = {}
     for f in files:
         head, sep, inner = f.display.rpartition("!")
         if sep and inner.rsplit("/", 1)[-1] == MANIFEST:
-            try:
-                data = json.loads(f.raw[:])  # (an archive member: bytes, never mapped)
-            except (ValueError, RecursionError):
-                continue
+            data = load_json(f.raw[:MANIFEST_CAP + 1])  # (an archive member: bytes, never mapped)
             if isinstance(data, dict) and data.get("format") == FORMAT:
                 manifests[f.display[: len(f.display) - len(MANIFEST)]] = data
     if not manifests:

@@ -11,13 +11,14 @@ Everything shown to a person is redacted again (:mod:`forensics.secrets`).
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from forensics.ingest.reader import Budget, Limits, gunzip, load_json, read_file
 from forensics.secrets import redact_text
 
 __all__ = ["BundleFacts", "GpuRow", "read_bundle_facts", "INTERESTING_ENV"]
@@ -66,13 +67,9 @@ class BundleFacts:
 
     # -- raw access -------------------------------------------------------------------------
     def json(self, name: str) -> Any:
+        """A host file parsed as JSON (``None``: absent, not JSON, or nested too deep to be a snapshot)."""
         raw = self.files.get(name)
-        if not raw:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return None
+        return load_json(raw) if raw else None
 
     def text(self, name: str) -> str:
         raw = self.files.get(name)
@@ -81,14 +78,15 @@ class BundleFacts:
     @property
     def host(self) -> str:
         host = self.manifest.get("host")
-        return host if isinstance(host, str) else "?"
+        return host[:_MAX_TEXT] if isinstance(host, str) and host else "?"
 
     # -- hardware ---------------------------------------------------------------------------
     def gpus(self) -> list[GpuRow]:
         data = self.json("gpus.json")
         paths = self._peer_paths()
         rows: list[GpuRow] = []
-        for g in (data or {}).get("gpus", []) if isinstance(data, dict) else []:
+        listed = data.get("gpus") if isinstance(data, dict) else None
+        for g in listed[:1024] if isinstance(listed, list) else []:
             if not isinstance(g, dict):
                 continue
             gen, width = g.get("pcie_gen"), g.get("pcie_width")
@@ -215,23 +213,39 @@ class BundleFacts:
 
     # -- the run ----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
+        """The run as the manifest tells it, each field of the type the recorder writes (a hand-made or
+        hostile manifest's other values are left out, never passed on)."""
         m = self.manifest
         raw_command = m.get("command")
         command: list[Any] = raw_command if isinstance(raw_command, list) else []
-        start, end = m.get("start_ns"), m.get("end_ns") or m.get("heartbeat_ns")
-        duration = (end - start) / 1e9 if isinstance(start, int) and isinstance(end, int) else None
+        start, end = _int(m.get("start_ns")), _int(m.get("end_ns")) or _int(m.get("heartbeat_ns"))
+        duration = (end - start) / 1e9 if start is not None and end is not None and abs(end - start) < 1 << 62 \
+            else None
         return {
             "host": self.host,
-            "command": redact_text(" ".join(_quote(str(a)) for a in command))[0],
-            "cwd": redact_text(str(m.get("cwd") or ""))[0],
-            "status": m.get("status"),
-            "exit_code": m.get("exit_code"),
-            "signal": m.get("signal_name") or m.get("signal"),
-            "start": m.get("start"),
-            "end": m.get("end") or m.get("heartbeat"),
+            "command": redact_text(" ".join(_quote(str(a)) for a in command[:_MAX_ARGS]))[0][:_MAX_TEXT],
+            "cwd": redact_text(_str(m.get("cwd")) or "")[0],
+            "status": _str(m.get("status")),
+            "exit_code": _int(m.get("exit_code")),
+            "signal": _str(m.get("signal_name")) or _str(m.get("signal")) or _int(m.get("signal")),
+            "start": _str(m.get("start")),
+            "end": _str(m.get("end")) or _str(m.get("heartbeat")),
             "duration_s": round(duration, 3) if duration is not None else None,
             "gpus": len(self.gpus()) or None,
         }
+
+
+#: A manifest's text fields are short (a host name, an ISO time); longer ones are cut to this.
+_MAX_TEXT = 4096
+_MAX_ARGS = 1000
+
+
+def _str(value: Any) -> str | None:
+    return value[:_MAX_TEXT] if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 63 else None
 
 
 #: ``nvidia-smi topo -m`` path kinds that cross a host bridge or the CPU interconnect (no PCIe switch, no NVLink)
@@ -256,12 +270,9 @@ def _below(cur: Any, top: Any) -> bool:
     return isinstance(cur, int) and isinstance(top, int) and 0 < cur < top
 
 
-# -- reading bundles ---------------------------------------------------------------------------
+# -- reading bundles (through the bounded reader: forensics/ingest/reader.py) -----------------------
 def _is_manifest(raw: bytes) -> dict[str, Any] | None:
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
+    data = load_json(raw)
     return data if isinstance(data, dict) and data.get("format") == "gpu-forensics-bundle" else None
 
 
@@ -276,38 +287,36 @@ def _from_dir(root: Path) -> list[BundleFacts]:
         if MANIFEST not in filenames:
             continue
         base = Path(dirpath)
-        try:
-            manifest = _is_manifest((base / MANIFEST).read_bytes()[:_CAP])
-        except OSError:
-            manifest = None
+        manifest = _is_manifest(_regular(base / MANIFEST) or b"")
         if manifest is None:
             continue
         files: dict[str, bytes] = {}
         for name in _HOST_FILES:
-            p = base / "host" / name
-            try:
-                if p.is_file() and not p.is_symlink():
-                    with p.open("rb") as fh:
-                        files[name] = fh.read(_CAP)
-            except OSError:
-                continue
+            raw = _regular(base / "host" / name)
+            if raw is not None:
+                files[name] = raw
         out.append(BundleFacts(str(base), manifest, files))
         dirnames[:] = []  # a bundle's own subdirectories hold no other bundle
     return out
 
 
-def _archive_members(raw: bytes) -> list[tuple[str, bytes]]:
-    """(name, bytes) of the archive members that matter here: manifests and host files."""
-    import gzip
+def _regular(path: Path) -> bytes | None:
+    """Up to :data:`_CAP` bytes of a regular file inside a bundle (never a link, FIFO or device)."""
+    try:
+        return read_file(path, _CAP, follow=False).data
+    except OSError:
+        return None
+
+
+def _archive_members(raw: bytes, name: str) -> list[tuple[str, bytes]]:
+    """(name, bytes) of the archive members that matter here: manifests and host files. A gzip
+    layer is unpacked under the decompression budget and bomb ratio ``analyze`` has."""
     import tarfile
     import zipfile
 
     if raw[:2] == b"\x1f\x8b":
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
-                raw = gz.read(4 << 30)
-        except (OSError, EOFError):
-            return []
+        limits = Limits()
+        raw, _warnings, _ending = gunzip(raw, name, limits, Budget(limits))
     wanted = {MANIFEST, *_HOST_FILES}
     out: list[tuple[str, bytes]] = []
     if raw[:4] == b"PK\x03\x04":
@@ -316,7 +325,8 @@ def _archive_members(raw: bytes) -> list[tuple[str, bytes]]:
                 for info in zf.infolist()[:_MAX_MEMBERS]:
                     if PurePosixPath(info.filename).name in wanted and info.file_size <= _CAP:
                         out.append((info.filename, zf.read(info)))
-        except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError):
+        except (zipfile.BadZipFile, zlib.error, OSError, RuntimeError, NotImplementedError, ValueError, EOFError,
+                OverflowError):
             return out
         return out
     try:
@@ -327,18 +337,19 @@ def _archive_members(raw: bytes) -> list[tuple[str, bytes]]:
                 if member.isfile() and PurePosixPath(member.name).name in wanted and member.size <= _CAP:
                     fh = tar.extractfile(member)
                     if fh is not None:
-                        out.append((member.name, fh.read()))
-    except (tarfile.TarError, OSError, EOFError):
+                        out.append((member.name, fh.read(_CAP)))
+    except (tarfile.TarError, OSError, EOFError, ValueError):
         return out
     return out
 
 
 def _from_archive(path: Path) -> list[BundleFacts]:
+    limits = Limits()
     try:
-        raw = path.read_bytes()
+        raw = read_file(path, limits.max_file_bytes, named=True, special_cap=limits.max_special_bytes).data
     except OSError:
         return []
-    members = _archive_members(raw)
+    members = _archive_members(raw, str(path))
     bundles: dict[str, BundleFacts] = {}
     for name, data in members:
         if PurePosixPath(name).name == MANIFEST and (manifest := _is_manifest(data)) is not None:
@@ -355,6 +366,14 @@ def _from_archive(path: Path) -> list[BundleFacts]:
     return [bundles[k] for k in sorted(bundles)]
 
 
+def _is_archive(path: Path) -> bool:
+    try:
+        head = read_file(path, 262, named=True).data
+    except OSError:
+        return False
+    return head[:2] == b"\x1f\x8b" or head[:4] == b"PK\x03\x04" or head[257:262] == b"ustar"
+
+
 def read_bundle_facts(paths: list[str] | tuple[str, ...]) -> list[BundleFacts]:
     """The facts of every bundle behind ``paths`` (directories, directories of bundles, archives);
     logs that are not bundles contribute nothing."""
@@ -363,9 +382,6 @@ def read_bundle_facts(paths: list[str] | tuple[str, ...]) -> list[BundleFacts]:
         p = Path(arg)
         if p.is_dir():
             out += _from_dir(p)
-        elif p.is_file():
-            with p.open("rb") as fh:
-                head = fh.read(262)
-            if head[:2] == b"\x1f\x8b" or head[:4] == b"PK\x03\x04" or head[257:262] == b"ustar":
-                out += _from_archive(p)
+        elif p.is_file() and _is_archive(p):
+            out += _from_archive(p)
     return out

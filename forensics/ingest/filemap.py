@@ -64,9 +64,20 @@ class FileMap(mmap.mmap):
             except (OSError, ValueError):  # an odd platform refusing the hint costs memory, not the analysis
                 return
 
+    def close(self) -> None:
+        super().close()
+        self._file.close()
+
+    def __del__(self) -> None:
+        """The map owns its file: closed with it, not left to the collector (a ResourceWarning)."""
+        file = getattr(self, "_file", None)
+        if file is not None:
+            file.close()
+
     def blanked(self, spans: Iterable[tuple[int, int]]) -> FileMap:
-        """A private copy with the byte ranges ``spans`` turned into spaces (offsets stay)."""
-        copy = _open_map(self._file, len(self), mmap.ACCESS_COPY)
+        """A private copy with the byte ranges ``spans`` turned into spaces (offsets stay); it holds its
+        own descriptor of the file, so either map may be closed first."""
+        copy = _open_map(os.fdopen(os.dup(self._file.fileno()), "rb"), len(self), mmap.ACCESS_COPY)
         for start, end in [*self._blanks, *spans]:
             start, end = max(0, start), min(end, len(self))
             if end > start:

@@ -8,13 +8,33 @@ a log is asked whether it holds one of the signatures' or catalogues' anchors.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["any_of", "hyperscan_database"]
+__all__ = ["any_of", "hyperscan_database", "scratch_for"]
 
 _CACHE: dict[tuple[str, ...], Callable[[str], bool]] = {}
 _BY_INPUT: dict[tuple[str | bytes, ...], Callable[[str], bool]] = {}  # the tuple given -> its matcher
+_THREAD = threading.local()
+
+
+def scratch_for(db: object) -> object:
+    """The scratch space to scan ``db`` with in this thread. A cached database is shared by every
+    thread, its own scratch must not be: two scans on one scratch at once fail (``ScratchInUseError``),
+    so two analyses in two threads would each lose hits. The main thread uses the database's own."""
+    if threading.current_thread() is threading.main_thread():
+        return db.scratch  # type: ignore[attr-defined]
+    kept: dict[int, tuple[object, object]] = _THREAD.__dict__.setdefault("scratch", {})
+    got = kept.get(id(db))
+    if got is None or got[0] is not db:
+        import hyperscan
+
+        if len(kept) > 16:
+            kept.clear()
+        got = kept[id(db)] = (db, hyperscan.Scratch(db))  # type: ignore[arg-type]
+    return got[1]
+
 _DATABASES: dict[tuple[tuple[str, ...], bool], object] = {}
 
 
@@ -68,10 +88,12 @@ def _hyperscan(words: tuple[str, ...]) -> Callable[[str], bool] | None:
     def stop(*_: object) -> bool:
         return True  # the first literal found answers the question: end the scan
 
+    import hyperscan
+
     def holds(text: str) -> bool:
         try:
-            db.scan(text.encode("utf-8", "replace"), match_event_handler=stop)
-        except Exception:  # hyperscan.ScanTerminated: stop() ended it, so a literal is there
+            db.scan(text.encode("utf-8", "replace"), match_event_handler=stop, scratch=scratch_for(db))
+        except hyperscan.ScanTerminated:  # stop() ended it, so a literal is there
             return True
         return False
 

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
+from forensics.units import si_bytes as human_bytes
+
 __all__ = ["INTERVAL", "READ_SHARE", "Meter", "Progress", "ProgressLine", "describe", "human_bytes"]
 
 #: Part of a file's bytes credited for reading and unpacking it; parsing earns the rest.
@@ -92,15 +94,6 @@ class Meter:
     def _emit(self) -> None:
         self._last = self._clock()
         self._sink(self.snapshot())
-
-
-def human_bytes(n: float) -> str:
-    """``1.2 GB``, ``340 MB``, ``12 kB``, ``512 B`` (decimal units, as ``ls -h --si`` and rates use)."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            value = n / size
-            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
-    return f"{int(n)} B"
 
 
 def describe(p: Progress, name_width: int = 70) -> str:

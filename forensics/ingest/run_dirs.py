@@ -69,7 +69,7 @@ class Plan:
 def plan(paths: Sequence[str], mode: str = "newest") -> Plan:
     """``mode``: ``newest`` (default), ``each`` or ``merge`` (see the module's docstring)."""
     if mode == "merge":
-        return Plan([list(paths)])
+        return Plan([list(paths)], _unrelated(paths))
     groups: list[list[str]] = []
     chosen: list[str] = []
     notices: list[str] = []
@@ -88,3 +88,57 @@ def plan(paths: Sequence[str], mode: str = "newest") -> Plan:
     if mode == "each":
         return Plan(groups, notices)
     return Plan([chosen], notices)
+
+
+def _span(manifest: dict[str, object]) -> tuple[int, int] | None:
+    start = manifest.get("start_ns")
+    end = manifest.get("end_ns") or manifest.get("heartbeat_ns") or start
+    if isinstance(start, int) and isinstance(end, int) and not isinstance(start, bool) and start <= end:
+        return start, end
+    return None
+
+
+def _command(manifest: dict[str, object]) -> str | None:
+    command = manifest.get("command")
+    return " ".join(str(a) for a in command)[:4096] if isinstance(command, list) and command else None
+
+
+def _unrelated(paths: Sequence[str]) -> list[str]:
+    """``--merge`` of bundles that are not one job: a warning naming why. Bundles belong together when
+    their recordings overlap in time (the nodes of one job) or run the same command (one job restarted);
+    sharing a host alone does not make two runs one (a workstation records many)."""
+    from forensics.ingest import bundle
+
+    found: list[tuple[Path, dict[str, object]]] = []
+    for arg in paths:
+        if arg == "-" or not os.path.isdir(arg):
+            continue
+        for b in bundles_in(Path(arg)):
+            found.append((b, bundle.read_manifest(b) or {}))
+    if len(found) < 2:
+        return []
+    parent = list(range(len(found)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    spans = [_span(m) for _b, m in found]
+    commands = [_command(m) for _b, m in found]
+    for i in range(len(found)):
+        for j in range(i + 1, len(found)):
+            one, two = spans[i], spans[j]
+            overlap = one is not None and two is not None and one[0] <= two[1] and two[0] <= one[1]
+            if overlap or (commands[i] is not None and commands[i] == commands[j]):
+                parent[root(i)] = root(j)
+    groups = len({root(i) for i in range(len(found))})
+    if groups == 1:
+        return []
+    hosts = {str(m.get("host")) for _b, m in found if isinstance(m.get("host"), str)}
+    distinct = len({c for c in commands if c})
+    why = (f"no overlapping time and {distinct} different command{'s' if distinct != 1 else ''} among them"
+           + (f", {len(hosts)} hosts" if len(hosts) > 1 else ""))
+    return [f"--merge reads {len(found)} bundles that do not look like one job ({groups} unrelated groups: "
+            f"{why}); they get one verdict together — --each analyzes them one by one"]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import io
 import os
 import stat
-import sys
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import suppress
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING
 from forensics.errors import UsageError
 from forensics.ingest import preload
 from forensics.ingest.filemap import MAP_MIN_BYTES, FileMap
+from forensics.ingest.reader import Budget, Limits, gunzip, open_checked, read_fd
 
 if TYPE_CHECKING:
     import tarfile
@@ -39,41 +39,7 @@ if TYPE_CHECKING:
 
     from forensics.ingest.meter import Meter
 
-__all__ = ["Budget", "Limits", "InputFile", "expand_inputs", "input_size"]
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_file_bytes: int = 4 << 30  # one decompressed file
-    max_total_bytes: int = 16 << 30  # decompressed bytes in one analysis, all archives and levels together
-    max_members: int = 20_000  # files in one archive or directory walk
-    max_depth: int = 3  # archives inside archives (a zip in a tar.gz is 2)
-    #: A member or gzip stream that expands more than this many times, once past
-    #: ``ratio_check_bytes``, is a compression bomb (text logs compress 5-30x; zeros 1000x).
-    max_ratio: int = 200
-    ratio_check_bytes: int = 64 << 20
-    #: Devices, FIFOs and /proc files (whose ``st_size`` says nothing) are read up to this.
-    max_special_bytes: int = 64 << 20
-
-
-class Budget:
-    """The decompressed bytes one analysis may still unpack: one budget for every archive and
-    every nesting level (a zip of zips of zips no longer gets a fresh 16 GiB at each level)."""
-
-    def __init__(self, limits: Limits) -> None:
-        self.left = limits.max_total_bytes
-        self.total = limits.max_total_bytes
-        self.spent_note = False
-
-    def take(self, n: int) -> bool:
-        """Spend ``n`` bytes; False (nothing spent) when they are not left."""
-        if n > self.left:
-            return False
-        self.left -= n
-        return True
-
-    def over(self, name: str) -> str:
-        return f"{name}: over the analysis's decompression budget ({self.total >> 20} MiB in all), skipped"
+__all__ = ["Budget", "Limits", "InputFile", "expand_inputs", "input_size"]  # Budget, Limits: from reader
 
 
 @dataclass
@@ -94,6 +60,11 @@ class InputFile:
     #: On-disk bytes this file stands for in the progress count (an archive member: its part of the
     #: archive); ``None``: its own size.
     share: float | None = None
+    #: Found by walking a folder the user named (not named itself, not a bundle's file): read only when
+    #: it is a log (``forensics.analysis`` decides, by its name and what its content detects as).
+    walked: bool = False
+    #: Not a file but a note about the inputs (files skipped in a folder): its warnings only.
+    notice: bool = False
 
     @property
     def disk_share(self) -> float:
@@ -139,53 +110,11 @@ def _is_tar(raw: bytes) -> bool:
     return len(raw) > 262 and raw[257:262] == b"ustar"
 
 
-_STEP = 1 << 20
-
-
 def _gunzip(raw: bytes, name: str, limits: Limits) -> tuple[bytes, list[str]]:
-    """Decompress gzip in 1 MiB steps under the file cap, the analysis's budget and the bomb
-    ratio; a truncated or corrupt stream keeps what was readable."""
-    out = io.BytesIO()
-    warnings: list[str] = []
-    budget = _budget(limits)
-    d = zlib.decompressobj(wbits=31)
-    pos = consumed = 0  # consumed: compressed bytes fed, over all concatenated members
-    total = len(raw)
-    try:
-        while True:
-            if d.unconsumed_tail:
-                data = d.unconsumed_tail
-            elif pos < len(raw):
-                data = raw[pos : pos + _STEP]
-                pos += len(data)
-                consumed += len(data)
-            else:
-                if not d.eof:
-                    warnings.append(f"{name}: gzip stream is truncated; analyzed the readable part")
-                break
-            chunk = d.decompress(data, _STEP * 16)
-            if not budget.take(len(chunk)):
-                warnings.append(budget.over(name))
-                break
-            out.write(chunk)
-            if consumed & ((16 << 20) - 1) == 0:
-                _unpacked(min(1.0, consumed / total))
-            if out.tell() > limits.max_file_bytes:
-                warnings.append(f"{name}: decompressed size over {limits.max_file_bytes >> 20} MiB, cut there")
-                break
-            if out.tell() > limits.ratio_check_bytes and out.tell() > limits.max_ratio * consumed:
-                warnings.append(f"{name}: expands more than {limits.max_ratio}:1 (a compression bomb?); "
-                                f"analyzed the first {out.tell() >> 20} MiB")
-                break
-            if d.eof:
-                rest = d.unused_data + raw[pos:]
-                if not rest.strip(b"\0"):  # trailing padding after the last member
-                    break
-                raw, pos = rest, 0  # concatenated gzip members
-                d = zlib.decompressobj(wbits=31)
-    except zlib.error as exc:
-        warnings.append(f"{name}: gzip stream is corrupt ({exc}); analyzed the readable part")
-    return out.getvalue(), warnings
+    """Decompress gzip under the file cap, the analysis's budget and the bomb ratio
+    (:func:`forensics.ingest.reader.gunzip`); a truncated or corrupt stream keeps what was readable."""
+    out, warnings, _ending = gunzip(raw, name, limits, _budget(limits), _unpacked)
+    return out, warnings
 
 
 def _safe_member_name(name: str) -> bool:
@@ -346,6 +275,8 @@ def _classify(raw: bytes, display: str, mtime: float | None, limits: Limits, dep
     if raw.startswith(GZIP_MAGIC):
         raw, warnings = _gunzip(raw, display, limits)
         if _is_tar(raw):
+            if warnings:  # a .tar.gz cut at the bomb ratio or truncated: said, whatever its members say
+                yield InputFile(display, b"", warnings=warnings, notice=True)
             if depth >= limits.max_depth:
                 yield InputFile(display, b"", warnings=[_too_deep(display, limits)])
                 return
@@ -394,19 +325,25 @@ def _held_in_memory(head: bytes) -> bool:
             or utf16_parity(head) is not None)
 
 
-def _map_plain(path: Path, size: int) -> FileMap | None:
-    """``path`` mapped, when it is a plain file of ``size`` bytes (see :func:`_held_in_memory`);
-    None to read it as before. Raises OSError when it cannot be opened."""
+def _mapped(fd: int, size: int) -> FileMap | None:
+    """The open regular file ``fd`` of ``size`` bytes mapped, when it is a plain file (see
+    :func:`_held_in_memory`); None to read it into memory. The map holds its own descriptor."""
     from forensics.ingest.filemap import map_file
 
-    file = path.open("rb")
     try:
-        if not _held_in_memory(file.read(_PEEK)):
-            return map_file(file, size)
+        os.lseek(fd, 0, os.SEEK_SET)
+        head = os.read(fd, _PEEK)
+        os.lseek(fd, 0, os.SEEK_SET)
+        if _held_in_memory(head):
+            return None
+        file = os.fdopen(os.dup(fd), "rb")
+    except OSError:
+        return None
+    try:
+        return map_file(file, size)
     except (OSError, ValueError):  # shrunk since its stat (the map would pass its end), or not mappable
-        pass
-    file.close()
-    return None
+        file.close()
+        return None
 
 
 def _mappable(path: str, size: int) -> bool:
@@ -414,77 +351,72 @@ def _mappable(path: str, size: int) -> bool:
     if size < MAP_MIN_BYTES:
         return False
     try:
-        with open(path, "rb") as f:
-            return not _held_in_memory(f.read(_PEEK))
+        fd, _st = open_checked(path)
     except OSError:
         return False
-
-
-def _read_file(path: Path, display: str, limits: Limits) -> Iterator[InputFile]:
     try:
-        st = path.stat()
+        return not _held_in_memory(os.read(fd, _PEEK))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _load(path: Path, display: str, limits: Limits, named: bool) -> tuple[bytes | FileMap, float, str | None]:
+    """The bytes (or the map) of ``path`` read through the bounded reader, its mtime, and a note when it
+    was cut. Raises ``OSError`` (:class:`~forensics.ingest.reader.NotRegular` for a FIFO, device or
+    socket found in a folder), and a too-big note as ``ValueError``."""
+    fd, st = open_checked(path, named=named, follow=named)
+    try:
         special = not stat.S_ISREG(st.st_mode)  # a device, FIFO or socket: st_size says nothing
-        mapped = _map_plain(path, st.st_size) if not special and st.st_size >= MAP_MIN_BYTES else None
-        if mapped is not None:
-            _reading(display, st.st_size)
-            _unpacked(1.0)
-            yield InputFile(display, mapped, st.st_mtime, share=st.st_size)
-            return
+        if not special and st.st_size >= MAP_MIN_BYTES:
+            mapped = _mapped(fd, st.st_size)
+            if mapped is not None:
+                _reading(display, st.st_size)
+                _unpacked(1.0)
+                return mapped, st.st_mtime, None
         if not special and st.st_size > limits.max_file_bytes:
-            too_big = f"{display}: larger than {limits.max_file_bytes >> 20} MiB, skipped"
-            yield InputFile(display, b"", warnings=[too_big])
-            return
+            raise ValueError(f"{display}: larger than {limits.max_file_bytes >> 20} MiB, skipped")
         _reading(display, st.st_size)
         if not special and st.st_size >= preload.NUMPY_FROM_BYTES:
             preload.numpy_while_reading()
         cap = limits.max_special_bytes if special or st.st_size == 0 else limits.max_file_bytes
-        raw, cut = _read_capped(path, cap, fifo=stat.S_ISFIFO(st.st_mode), size_hint=0 if special else st.st_size)
+        raw, cut = read_fd(fd, cap, 0 if special else st.st_size)
+    finally:
+        os.close(fd)
+    if not cut:
+        return raw, st.st_mtime, None
+    what = "a device or FIFO" if special else "a file that kept growing past its size"
+    return raw, st.st_mtime, f"{display}: {what}; read its first {cap >> 20} MiB"
+
+
+def _read_file(path: Path, display: str, limits: Limits, named: bool = True) -> Iterator[InputFile]:
+    """One file through the bounded reader (``named``: the user typed this path, so a FIFO or a
+    device is read too; a file found in a folder must be a regular one)."""
+    try:
+        raw, mtime, note = _load(path, display, limits, named)
+    except ValueError as exc:
+        yield InputFile(display, b"", warnings=[str(exc)])
+        return
     except OSError as exc:
         yield InputFile(display, b"", warnings=[f"{display}: cannot read ({exc.strerror or exc})"])
         return
-    if cut:
-        what = "a device or FIFO" if special else "a file that kept growing past its size"
-        note = f"{display}: {what}; read its first {cap >> 20} MiB"
-        for item in _classify(raw, display, st.st_mtime, limits, depth=0, share=len(raw)):
-            item.warnings.insert(0, note)
-            yield item
+    if isinstance(raw, FileMap):
+        yield InputFile(display, raw, mtime, share=len(raw))
         return
-    yield from _classify(raw, display, st.st_mtime, limits, depth=0, share=len(raw))
+    for item in _classify(raw, display, mtime, limits, depth=0, share=len(raw)):
+        if note:
+            item.warnings.insert(0, note)
+        yield item
 
 
-def _read_capped(path: Path, cap: int, fifo: bool = False, size_hint: int = 0) -> tuple[bytes, bool]:
-    """At most ``cap`` bytes of ``path`` (and whether there was more), never trusting ``st_size``:
-    /dev/zero, /dev/urandom, /proc files and FIFOs all report 0. A FIFO is opened without
-    waiting for a writer (none: it reads as empty). A regular file of ``size_hint`` bytes is read
-    with one call into one buffer (no list of pieces joined afterwards: a copy of the file saved)."""
-    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0)  # Windows: no newline translation
-    if sys.platform != "win32" and fifo:  # (Windows has no FIFOs in its file system)
-        flags |= os.O_NONBLOCK
-    fd = os.open(path, flags)
-    try:
-        if sys.platform != "win32" and fifo:
-            os.set_blocking(fd, True)
-        chunks: list[bytes] = []
-        if size_hint > 0:  # its size in one call, and one byte more: did it grow since its stat?
-            chunks.append(os.read(fd, min(size_hint, cap) + 1))
-        size = sum(map(len, chunks))
-        while size <= cap:
-            chunk = os.read(fd, min(_STEP * 4, cap + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(fd)
-    raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    return (raw[:cap], True) if len(raw) > cap else (raw, False)
-
-
-def _walk(root: Path, limits: Limits, bundles: bool = True) -> Iterator[InputFile]:
-    """Files under ``root`` in sorted order; bundle directories inside it are read as bundles."""
+def _walk(root: Path, limits: Limits, bundles: bool = True, logs_only: bool = False) -> Iterator[InputFile]:
+    """Files under ``root`` in sorted order; bundle directories inside it are read as bundles.
+    Only regular files are read (links, FIFOs, devices and sockets are counted, never opened)."""
     from forensics.ingest import bundle
 
     count = 0
+    special: dict[str, int] = {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
         if bundles:
@@ -499,9 +431,27 @@ def _walk(root: Path, limits: Limits, bundles: bool = True) -> Iterator[InputFil
             if count > limits.max_members:
                 yield InputFile(str(root), b"", warnings=[f"{root}: over {limits.max_members} files, rest skipped"])
                 return
-            if path.is_symlink() or not path.is_file():
+            try:
+                mode = path.lstat().st_mode
+            except OSError:
                 continue
-            yield from _read_file(path, display, limits)
+            if not stat.S_ISREG(mode):
+                what = _describe(mode)
+                special[what] = special.get(what, 0) + 1
+                continue
+            for item in _read_file(path, display, limits, named=False):
+                item.walked = logs_only
+                yield item
+    if special:
+        what = ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in special.items())
+        yield InputFile(str(root), b"", warnings=[f"{root}: skipped {what} (only regular files are read "
+                                                  "in a folder; name one to read it)"], notice=True)
+
+
+def _describe(mode: int) -> str:
+    from forensics.ingest.reader import describe_mode
+
+    return describe_mode(mode).removeprefix("a ")
 
 
 def input_size(paths: Sequence[str], limits: Limits | None = None) -> int:
@@ -601,6 +551,6 @@ def _expand(paths: Sequence[str], limits: Limits) -> Iterator[InputFile]:
             if bundle.is_bundle(path):
                 yield from bundle.read_bundle_files(path, limits)
             else:
-                yield from _walk(path, limits)
+                yield from _walk(path, limits, logs_only=True)
         else:
             yield from _read_file(path, arg, limits)

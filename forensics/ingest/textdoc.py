@@ -26,6 +26,7 @@ from typing import NamedTuple, TypeAlias
 
 from forensics.ingest.filemap import FileMap
 from forensics.ingest.lineindex import LineIndex
+from forensics.ingest.literals import scratch_for
 from forensics.lazy_re import lazy_compile
 
 __all__ = ["MAX_LINE_BYTES", "Data", "Line", "TextDocument", "decode_bytes"]
@@ -478,6 +479,8 @@ def _hs_database(lits: tuple[bytes, ...], tails: frozenset[bytes] = frozenset())
     return db
 
 
+
+
 Report = Callable[[float], None]
 Release = Callable[[int, int], None]
 
@@ -671,7 +674,8 @@ class _HsPass:
                 return False
 
             try:
-                db.scan(view[base:min(size, chunk_end + self.overlap)], match_event_handler=on_match)  # type: ignore[attr-defined]
+                db.scan(view[base:min(size, chunk_end + self.overlap)], match_event_handler=on_match,  # type: ignore[attr-defined]
+                        scratch=scratch_for(db))
             except Exception as exc:  # hyperscan.ScanTerminated: a capped literal is spent
                 if resume < 0:
                     raise _Stop from exc
@@ -779,7 +783,8 @@ def _hits_in(data: Data, a: int, b: int, lits: list[bytes]) -> list[int]:
     db = _hs_database(tuple(lits))
     if db is not None:
         found: list[int] = []
-        db.scan(memoryview(data)[a:b], match_event_handler=lambda _i, _f, to, _fl, _c: found.append(a + to - 1))  # type: ignore[attr-defined]
+        db.scan(memoryview(data)[a:b], match_event_handler=lambda _i, _f, to, _fl, _c: found.append(a + to - 1),  # type: ignore[attr-defined]
+                scratch=scratch_for(db))
         return sorted(set(found))
     out: set[int] = set()
     for lit in lits:

@@ -127,6 +127,10 @@ class Channels:
             d.why = "" if d.ok else f"{exc.strerror or exc}"
         finally:
             d.seconds = time.monotonic() - start
+            for pipe in (proc.stdin, proc.stderr):  # a killed or failed command's pipes too
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        pipe.close()
         if not d.ok:
             _say(f"{d.channel}: alert {d.alert} not delivered ({d.why})")
 

@@ -51,7 +51,7 @@ MAX_TEMPLATES = 20_000
 MAX_CARRY_LINES = 2_000
 STREAM_KINDS = frozenset({"process-output", "text", "slurm", "nccl-debug"})
 _DIGITS = bytes(range(48, 58))
-#: a rank's label at the start of a line, as parsers/producers/rank_activity.py reads it
+#: a rank's label at the start of a line, as forensics/live/rank_labels.py reads it
 _RANK_LABEL = re.compile(rb"^\[(?:rank|default) ?\d{1,5}\](?=:| )", re.M)
 _RANK_NUMBER = re.compile(rb"\d+")
 _RECEIPT = struct.Struct("<QQ")
@@ -342,7 +342,7 @@ class FileParser:
 
             self.nvml = NvmlDecoder(self.tags.host)
         elif parser.name in STREAM_KINDS:
-            from forensics.parsers.producers.rank_activity import RankActivity
+            from forensics.live.rank_labels import RankActivity
 
             self.thinner = _Thinner(*_alarm_matchers(self.notable))
             self.ranks = RankActivity()

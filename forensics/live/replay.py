@@ -37,6 +37,8 @@ from forensics.ingest.bundle import IDX_MAGIC, MANIFEST, pack_receipt
 
 __all__ = ["BundleReplay", "LogReplay"]
 
+_GLOG = re.compile(rb"(?<![\w.])(?P<lvl>[IWEF])(?P<mo>[01]\d)(?P<d>[0-3]\d) (?P<h>[0-2]\d):(?P<mi>[0-5]\d):(?P<s>[0-5]\d)"
+                   rb"(?=[.\s])")
 _STEP = re.compile(rb"\b(step|iteration|iter|Step)( ?[:=]? ?)(\d+)")
 _T_MS = re.compile(rb'"t":(\d+)')
 _T_NS = re.compile(rb'"(t|since)": ?(\d+)')
@@ -68,6 +70,7 @@ class BundleReplay:
         self.finish = finish
         self.manifest: dict[str, Any] = json.loads((src / MANIFEST).read_text())
         self.start = int(self.manifest["start_ns"])
+        self._year = time.gmtime(self.start / 1e9).tm_year  # glog stamps carry no year
         self.written: dict[tuple[str, int], int] = {}
         out_dir.mkdir(parents=True, exist_ok=True)
         self.dst = out_dir / src.name if src.name != "bundle" else out_dir / f"replay-{src.parent.name}"
@@ -175,6 +178,8 @@ class BundleReplay:
             count = 10**6 * loop
             return _KMSG.sub(lambda m: b"%s,%d,%d," % (m.group(1), int(m.group(2)) + count, int(m.group(3)) + shift),
                              data)
+        if item.stream:
+            data = _GLOG.sub(lambda m: _glog_shifted(m, self._year, delta), data)
         if loop and item.stream:
             steps = self._steps.get(item.rel, 0)
             return _STEP.sub(lambda m: m.group(1) + m.group(2) + str(int(m.group(3)) + loop * steps).encode(), data)
@@ -250,6 +255,9 @@ class BundleReplay:
         if self.finish:
             if (self.src / "torch").is_dir():
                 shutil.copytree(self.src / "torch", self.dst / "torch", dirs_exist_ok=True)
+                for dump in (self.dst / "torch").rglob("*"):
+                    if dump.is_file():
+                        _shift_flight_recorder(dump, delta)
             self._manifest(delta, now_virtual, final=True)
 
     def run(self, stop: threading.Event | None = None) -> Path:
@@ -293,6 +301,45 @@ class BundleReplay:
         self._end(delta, self.end + delta)
         on_slice(self.end + delta)
         return self.dst
+
+
+def _glog_shifted(m: re.Match[bytes], year: int, delta: int) -> bytes:
+    """A glog stamp (``E1129 17:41:01.900702307``: PyTorch's C++ and launcher lines) moved by ``delta``
+    ns, as the receipts are, so a line's own stamp and its receipt still agree."""
+    import datetime as dt
+
+    try:
+        when = dt.datetime(year, int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
+    except ValueError:
+        return m.group(0)
+    when += dt.timedelta(microseconds=delta // 1000)
+    return m["lvl"] + when.strftime("%m%d %H:%M:%S").encode()
+
+
+def _shift_flight_recorder(path: Path, delta: int) -> None:
+    """A flight-recorder dump's ``*_ns`` times moved by ``delta``, as every other file's are (read
+    with the safe pickle walker, written back as a plain pickle; anything else is left as it is)."""
+    import pickle
+
+    from forensics.ingest.safe_pickle import PickleError, is_pickle, load_plain
+
+    raw = path.read_bytes()
+    if not is_pickle(raw):
+        return
+    try:
+        dump = load_plain(raw)
+    except (PickleError, RecursionError):
+        return
+
+    def shift(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: (v + delta if isinstance(k, str) and k.endswith("_ns") and isinstance(v, int)
+                        and not isinstance(v, bool) else shift(v)) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(shift(v) for v in value)
+        return value
+
+    path.write_bytes(pickle.dumps(shift(dump), protocol=4))
 
 
 def _iso(ns: int) -> str:

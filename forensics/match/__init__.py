@@ -26,7 +26,9 @@ from forensics.match.crossgpu import refine_cross_gpu
 from forensics.match.detectors import run_detectors
 from forensics.match.detectors.runs import BOUNDARY_LITERALS
 from forensics.match.loader import load_signatures as _load
-from forensics.match.matcher import match_signature
+from forensics.match.machine import read_machine
+from forensics.match.matcher import MAX_EVIDENCE, match_signature
+from forensics.match.oom_check import rule_out_oom_killer
 from forensics.match.schema import Signature
 from forensics.match.selectors import EventIndex
 from forensics.match.unrecognized import unrecognized, verdict_for
@@ -94,18 +96,24 @@ def _healthy(timeline: Timeline) -> tuple[str, Confidence]:
     return f"No failure signature matched {counted}.", Confidence.MEDIUM
 
 
-def diagnose(timeline: Timeline, signatures: Sequence[Signature]) -> tuple[list[Finding], Verdict]:
-    """Detectors, signatures and verdict over one timeline."""
+def diagnose(timeline: Timeline, signatures: Sequence[Signature],
+             max_evidence: int | None = MAX_EVIDENCE) -> tuple[list[Finding], Verdict]:
+    """Detectors, signatures and verdict over one timeline (``max_evidence``: evidence events kept on
+    each finding, None for all)."""
     warnings = add_derived_events(timeline)
     index = EventIndex(timeline.events, signatures)
-    matches = [m for sig in signatures if (m := match_signature(sig, index)) is not None]
+    matches = [m for sig in signatures if (m := match_signature(sig, index, max_evidence)) is not None]
     note, confidence = _healthy(timeline)
-    findings, verdict = decide(matches, index.events, note, confidence, timeline.metrics)
+    findings, verdict = decide(matches, index.events, note, confidence, timeline.metrics, timeline.identity)
     if verdict.root_cause is None and (unknown := unrecognized(index.events, index.catalog_hits)) is not None:
         findings, verdict = verdict_for(unknown, findings, verdict)  # a failure no signature knows
     verdict.warnings = warnings + index.warnings
+    verdict.machine = read_machine(index.events)  # remedies fit the machine: datacenter board or desktop card
+    for f in findings:
+        f.fit_remedy(verdict.machine)
     _add_xid_context(verdict, index.events)
     refine_cross_gpu(verdict, index.events, timeline.metrics)  # a P2P fault on a chipset-attached GPU
+    rule_out_oom_killer(verdict, index.events, findings)  # a SIGKILL: what the kernel log says of the OOM killer
     return findings, verdict
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from forensics.events import Event
 from forensics.lazy_re import lazy_compile
+from forensics.units import mib
 
 __all__ = ["finding_facts", "oom_sentence"]
 
@@ -81,10 +82,6 @@ def finding_facts(evidence: Sequence[Event],
     return facts
 
 
-def _size(mib: float) -> str:
-    return f"{mib:,.0f} MiB" if mib < 1024 else f"{mib / 1024:,.1f} GiB"
-
-
 def oom_sentence(facts: Mapping[str, Any]) -> str:
     """``CUDA out of memory at the first optimizer step (tried 256 MiB with 201 MiB free of
     139.8 GiB)``, or ``""`` when the facts hold no out-of-memory error."""
@@ -98,9 +95,9 @@ def oom_sentence(facts: Mapping[str, Any]) -> str:
     tried, free, total = (_number(facts.get(k)) for k in ("tried_mib", "free_mib", "total_mib"))
     sizes = []
     if tried is not None:
-        sizes.append(f"tried {_size(tried)}")
+        sizes.append(f"tried {mib(tried)}")
     if free is not None:
-        sizes.append(f"with {_size(free)} free" + (f" of {_size(total)}" if total is not None else ""))
+        sizes.append(f"with {mib(free)} free" + (f" of {mib(total)}" if total is not None else ""))
     elif total is not None:
-        sizes.append(f"on a {_size(total)} GPU")
+        sizes.append(f"on a {mib(total)} GPU")
     return text + (f" ({' '.join(sizes)})" if sizes else "")

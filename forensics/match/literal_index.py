@@ -14,7 +14,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from forensics.ingest.literals import hyperscan_database
+from forensics.ingest.literals import hyperscan_database, scratch_for
 
 __all__ = ["USE_HYPERSCAN", "LiteralIndex"]
 
@@ -82,7 +82,7 @@ def _scan_hyperscan(buf: bytes, starts: list[int], literals: list[str]) -> list[
         return False
 
     try:
-        db.scan(buf, match_event_handler=on_match)
+        db.scan(buf, match_event_handler=on_match, scratch=scratch_for(db))
     except Exception:
         return None
     return found

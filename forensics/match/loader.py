@@ -38,12 +38,15 @@ from forensics.match.schema import (
     CORRELATION_TYPES,
     FLAG_BITS,
     GROUP_FIELDS,
+    MACHINE_CLASSES,
     PLATFORMS,
     ROLES,
     Correlation,
     Evidence,
     Example,
+    RemedyStep,
     Signature,
+    Variant,
     parse_duration,
     parse_window,
 )
@@ -52,11 +55,13 @@ from forensics.user_cache import file_stamps
 __all__ = ["Problem", "check_file", "load_file", "load_signatures", "shipped_paths", "signature_files"]
 
 TOP_KEYS = ("id", "title", "category", "platforms", "priority", "consequence_of", "risk", "explain", "remedy",
-            "references", "evidence", "correlation", "examples")
+            "references", "evidence", "correlation", "variants", "examples")
 EVIDENCE_KEYS = ("name", "role", "kinds", "sources", "literals", "regex", "flags", "attrs", "weight", "window",
                  "min_count", "risk")
 CORRELATION_KEYS = ("type", "group_by", "count", "timespan", "order")
 EXAMPLE_KEYS = ("match", "text", "source", "risk")
+STEP_KEYS = ("step", "machines")
+VARIANT_KEYS = ("when", "title", "explain", "remedy")
 _ID = lazy_compile(r"[a-z0-9][a-z0-9-]*")
 
 
@@ -356,6 +361,61 @@ def _check_examples(c: _Checker, data: Any) -> list[Example]:
     return out
 
 
+def _check_remedy(c: _Checker, value: Any, line: int, what: str = "remedy") -> tuple[RemedyStep, ...]:
+    """A remedy list: plain strings (for every machine) and ``{ step = "…", machines = ["datacenter"] }``
+    tables (for those classes of machine only), in the order they are shown."""
+    if not isinstance(value, list):
+        c.error(line, f"{what} must be a list of steps")
+        return ()
+    out: list[RemedyStep] = []
+    for item in value:
+        if isinstance(item, str):
+            out.append(RemedyStep(item))
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("step"), str) or not item["step"].strip():
+            c.error(line, f"{what}: a step is a string or a table {{ step = \"…\", machines = [...] }}")
+            continue
+        for key in item:
+            if key not in STEP_KEYS:
+                c.error(line, f"{what}: unknown key {key!r} in a step (allowed: {', '.join(STEP_KEYS)})")
+        machines = c.strings(item.get("machines", []), line, f"{what}: machines", allow_single=False)
+        for m in machines:
+            if m not in MACHINE_CLASSES:
+                c.error(line, f"{what}: machine class {m!r} is not one of {', '.join(MACHINE_CLASSES)}")
+        if not machines:
+            c.warn(line, f"{what}: a step table without 'machines' is for every machine; write it as a string")
+        out.append(RemedyStep(item["step"], tuple(machines)))
+    return tuple(out)
+
+
+def _check_variants(c: _Checker, data: Any, names: set[str]) -> list[Variant]:
+    out: list[Variant] = []
+    if not isinstance(data, list):
+        c.error(c.loc.line("variants"), "[[variants]] must be an array of tables")
+        return out
+    for idx, item in enumerate(data):
+        header = c.loc.line("variants", idx)
+        if not isinstance(item, dict):
+            c.error(header, "[[variants]] must be a table")
+            continue
+        c.unknown_keys(item, VARIANT_KEYS, "variants", idx, "[[variants]]")
+        when = c.strings(item.get("when", []), c.loc.line("variants", idx, "when"), "variant 'when'")
+        if not when:
+            c.error(header, "a variant needs 'when': the evidence names whose anchor lines it words")
+        for n in when:
+            if n not in names:
+                c.error(c.loc.line("variants", idx, "when"),
+                        f"variant 'when' names evidence {n!r}, which does not exist")
+        title, explain = item.get("title", ""), item.get("explain", "")
+        if not isinstance(title, str) or not isinstance(explain, str):
+            c.error(header, "a variant's title and explain are strings")
+            title, explain = "", ""
+        remedy = _check_remedy(c, item["remedy"], c.loc.line("variants", idx, "remedy"), "variant remedy") \
+            if "remedy" in item else ()
+        out.append(Variant(when=when, title=title.strip(), explain=explain.strip(), remedy=remedy, line=header))
+    return out
+
+
 def check_text(text: str, path: str, stem: str | None = None) -> tuple[Signature | None, list[Problem]]:
     """Validate and compile one signature file's text. Returns the signature (None if it
     has errors) and every problem found, warnings included."""
@@ -403,7 +463,7 @@ def check_text(text: str, path: str, stem: str | None = None) -> tuple[Signature
     if not isinstance(explain, str):
         c.error(loc.line(key="explain"), "explain must be a string")
         explain = ""
-    remedy = c.strings(data.get("remedy", []), loc.line(key="remedy"), "remedy")
+    remedy = _check_remedy(c, data.get("remedy", []), loc.line(key="remedy"))
     references = c.strings(data.get("references", []), loc.line(key="references"), "references")
     evidence: list[Evidence] = []
     raw_evidence = data.get("evidence", [])
@@ -426,6 +486,7 @@ def check_text(text: str, path: str, stem: str | None = None) -> tuple[Signature
     correlation = None
     if "correlation" in data:
         correlation = _check_correlation(c, data["correlation"], {e.name for e in evidence})
+    variants = _check_variants(c, data.get("variants", []), {e.name for e in evidence})
     examples = _check_examples(c, data.get("examples", []))
     if not explain.strip():
         c.warn(loc.line(key="explain"), "no 'explain': say what it means in plain words")
@@ -438,7 +499,7 @@ def check_text(text: str, path: str, stem: str | None = None) -> tuple[Signature
     sig = Signature(id=sid, title=title.strip(), category=str(category), path=path, platforms=platforms,
                     priority=priority, consequence_of=consequence_of, risk=risk, explain=explain.strip(),
                     remedy=remedy, references=references, evidence=tuple(evidence), correlation=correlation,
-                    examples=tuple(examples))
+                    variants=tuple(variants), examples=tuple(examples))
     return sig, c.problems
 
 
@@ -494,11 +555,11 @@ _loaded: dict[_Key, Signature] = {}
 
 
 def _cache_file() -> Path | None:
-    from forensics import __version__
+    from forensics import __version__, findings
     from forensics.match import schema
 
     try:
-        modules = file_stamps([__file__, schema.__file__ or ""])
+        modules = file_stamps([__file__, schema.__file__ or "", findings.__file__ or ""])
     except OSError:
         return None
     return user_cache.cache_path("signatures", [__version__, sys.version, str(getattr(regex, "__version__", "")),

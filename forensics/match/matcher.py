@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from forensics.events import Event
-from forensics.findings import Finding
+from forensics.findings import Finding, remedy_for
 from forensics.match import correlation
 from forensics.match.facts import finding_facts
 from forensics.match.schema import Evidence, Signature
@@ -71,15 +71,16 @@ def _excluded(sig: Signature, index: EventIndex, anchor: Event) -> bool:
     return False
 
 
-def _cap(positions: Sequence[int]) -> list[int]:
-    if len(positions) <= MAX_EVIDENCE:
+def _cap(positions: Sequence[int], limit: int | None) -> list[int]:
+    if limit is None or len(positions) <= limit:
         return list(positions)
-    head = MAX_EVIDENCE * 3 // 4
-    return list(positions[:head]) + list(positions[-(MAX_EVIDENCE - head):])
+    head = limit * 3 // 4
+    return list(positions[:head]) + list(positions[-(limit - head):])
 
 
-def match_signature(sig: Signature, index: EventIndex) -> Match | None:
-    """Run one signature; None when it does not fire."""
+def match_signature(sig: Signature, index: EventIndex, max_evidence: int | None = MAX_EVIDENCE) -> Match | None:
+    """Run one signature; None when it does not fire. ``max_evidence``: evidence events kept on the
+    finding (None: every one, ``analyze --all``)."""
     events = index.events
     selected: dict[str, list[int]] = {}
     weight_of: dict[int, float] = {}
@@ -151,15 +152,21 @@ def match_signature(sig: Signature, index: EventIndex) -> Match | None:
     anchor_weight = max(weight_of.get(p, 0.0) for p in valid)
     distinct = len({events[p].message for p in valid})
     positions = sorted(set(valid) | set(support))
-    shown = sorted(set(_cap(valid)) | set(_cap(sorted(set(support)))))
+    shown = sorted(set(_cap(valid, max_evidence)) | set(_cap(sorted(set(support)), max_evidence)))
+    valid_set = set(valid)
+    anchored_by = {name for name in [a.name for a in sig.anchors] + [CATALOG_ANCHOR]
+                   if valid_set.intersection(selected.get(name, ()))}
+    variant = sig.variant_for(anchored_by)  # words for what was seen (a gloo timeout is not NCCL's)
+    steps = list(variant.remedy if variant is not None and variant.remedy else sig.remedy)
     finding = Finding(
         signature=sig.id,
-        title=sig.title,
+        title=variant.title if variant is not None and variant.title else sig.title,
         category=sig.category,
         score=score(anchor_weight, support_weight, distinct),
         evidence=[events[p] for p in shown],
-        explain=sig.explain,
-        remedy=list(sig.remedy),
+        explain=variant.explain if variant is not None and variant.explain else sig.explain,
+        remedy=remedy_for(steps, ()),
+        steps=steps,
         references=list(sig.references),
         hosts=sorted({h for p in positions if (h := events[p].host)}),
         gpus=sorted({str(events[p].gpu) for p in positions if events[p].gpu is not None}),

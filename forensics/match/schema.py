@@ -11,15 +11,20 @@ from typing import Any
 
 import regex
 
+from forensics.findings import MACHINE_CLASSES, RemedyStep
+
 __all__ = [
     "CATEGORIES",
+    "MACHINE_CLASSES",
     "GROUP_FIELDS",
     "PLATFORMS",
     "ROLES",
     "Correlation",
     "Evidence",
     "Example",
+    "RemedyStep",
     "Signature",
+    "Variant",
     "Window",
     "parse_duration",
     "parse_window",
@@ -118,6 +123,18 @@ class Example:
 
 
 @dataclass(frozen=True, slots=True)
+class Variant:
+    """A ``[[variants]]`` table: the words for a finding whose anchor lines all come from the evidence
+    ``when`` names (a gloo timeout is worded as gloo's, not NCCL's); empty fields keep the signature's."""
+
+    when: tuple[str, ...]
+    title: str = ""
+    explain: str = ""
+    remedy: tuple[RemedyStep, ...] = ()
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Signature:
     """One signature file, validated and compiled."""
 
@@ -130,10 +147,11 @@ class Signature:
     consequence_of: tuple[str, ...] = ()
     risk: bool = False
     explain: str = ""
-    remedy: tuple[str, ...] = ()
+    remedy: tuple[RemedyStep, ...] = ()  # untagged steps are for every machine
     references: tuple[str, ...] = ()
     evidence: tuple[Evidence, ...] = ()
     correlation: Correlation | None = None
+    variants: tuple[Variant, ...] = ()
     examples: tuple[Example, ...] = field(default=(), compare=False)
 
     @property
@@ -142,3 +160,7 @@ class Signature:
 
     def evidence_named(self, name: str) -> Evidence | None:
         return next((e for e in self.evidence if e.name == name), None)
+
+    def variant_for(self, anchors: set[str]) -> Variant | None:
+        """The first variant whose ``when`` holds every evidence name that anchored a finding."""
+        return next((v for v in self.variants if anchors and anchors <= set(v.when)), None)

@@ -50,11 +50,12 @@ class EventIndex:
                                                       for lit in ev.literals), *self._catalog_keys])
         self._cache: dict[int, list[int]] = {}
         self._timed_out: set[tuple[str, str]] = set()
-        self._catalog_hits: dict[int, catalog_matching.Hit] | None = None
+        self._catalog_hits: dict[int, tuple[catalog_matching.Hit, ...]] | None = None
 
     @property
-    def catalog_hits(self) -> dict[int, catalog_matching.Hit]:
-        """Position -> the catalogued producer message the event holds (docs/catalogs.md); computed once."""
+    def catalog_hits(self) -> dict[int, tuple[catalog_matching.Hit, ...]]:
+        """Position -> the catalogued producer messages the event holds, the deciding one first
+        (docs/catalogs.md); computed once."""
         if self._catalog_hits is None:
             candidates = {k.lower(): self._literals.positions((k,)) for k in self._catalog_keys}
             hits = catalog_matching.match_texts(self._texts, candidates)
@@ -62,8 +63,9 @@ class EventIndex:
         return self._catalog_hits
 
     def catalog_positions(self, signature: str) -> list[int]:
-        """Positions of the events whose catalogued message is evidence of ``signature``."""
-        return sorted(p for p, h in self.catalog_hits.items() if h.message.signature == signature)
+        """Positions of the events that hold a catalogued message that is evidence of ``signature``."""
+        return sorted(p for p, hits in self.catalog_hits.items() if any(h.message.signature == signature
+                                                                       for h in hits))
 
     def of_kind(self, kind: str) -> list[int]:
         """Positions of the events of one kind, in timeline order."""
@@ -137,8 +139,8 @@ class EventIndex:
 
 _EVENT_FIELDS = frozenset({"host", "gpu", "rank", "pid", "kind", "source", "severity"})
 #: Events whose text is the tool's own words or a manifest, not a producer's line: never read for catalogues.
-_NOT_PRODUCER_TEXT = frozenset({"recording", "derived", "progress", "exit", "gpu-info", "pci-tree", "pcie-path",
-                                "rank-activity", "gpu-process"})
+_NOT_PRODUCER_TEXT = frozenset({"recording", "recorder", "derived", "progress", "exit", "gpu-info", "pci-tree",
+                                "pcie-path", "rank-activity", "gpu-process"})
 #: The recorder's own records: a bundle's manifest (its message quotes the child's command line, which
 #: may hold any words). Never an anchor; other evidence sees them only when its ``kinds`` names them.
 RECORDER_OWN_KINDS = frozenset({"recording"})

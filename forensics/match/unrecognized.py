@@ -17,7 +17,7 @@ finding's evidence is the decisive lines; ``facts`` carry the exit status / sign
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from forensics.catalogs.matching import Hit
 from forensics.events import Event, Severity
@@ -55,6 +55,7 @@ class _Item:
     what: str  # the sentence for the summary
     group: str  # catalog | exit | interrupted | exception | cuda | driver | os | launcher | stack
     hit: Hit | None = None  # the producer's catalogued message, for group "catalog"
+    pos: int = 0  # the event's place in the timeline: the evidence is listed in time order
 
 
 def _signal_name(sig: object, name: object) -> str:
@@ -101,6 +102,8 @@ def _driver_item(e: Event) -> _Item | None:
         return _Item(e, f"Windows stopped with bugcheck {code} and rebooted (Kernel-Power 41)", "os")
     if e.kind == "kernel" and e.attrs.get("crash"):
         return _Item(e, "the kernel crashed (oops / panic)", "os")
+    if e.kind == "kernel" and e.attrs.get("segfault") and (lib := _GPU_LIBRARY.search(e.message)):
+        return _Item(e, f"a process crashed inside the NVIDIA driver's library {lib.group(0)}", "driver")
     return None
 
 
@@ -155,18 +158,19 @@ def _catalog_item(e: Event, hit: Hit) -> _Item:
     return _Item(e, f"{hit.catalog.title} reports \"{e.message[:160]}\" ({hit.message.id})", "catalog", hit)
 
 
-def failure_evidence(events: Sequence[Event], catalog_hits: Mapping[int, Hit] | None = None) -> list[_Item]:
+def failure_evidence(events: Sequence[Event],
+                     catalog_hits: Mapping[int, Sequence[Hit]] | None = None) -> list[_Item]:
     """Every event that shows a failure (see the module docstring), most decisive first. An event whose
     line is a producer's catalogued error (``catalog_hits``: position -> hit) counts as that error."""
     hits = catalog_hits or {}
     items = []
     for i, e in enumerate(events):
-        hit = hits.get(i)
+        hit = next((h for h in hits.get(i, ()) if h.severity == "error"), None)
         if hit is not None and e.kind == "recorder" and str(e.attrs.get("reason", "")).startswith("source-"):
             hit = None  # a source the recorder could not read (no NVIDIA driver on this host) is no failure of the run
-        it = _catalog_item(e, hit) if hit is not None and hit.severity == "error" else _item(e)
+        it = _catalog_item(e, hit) if hit is not None else _item(e)
         if it is not None:
-            items.append(it)
+            items.append(replace(it, pos=i))
     return sorted(items, key=lambda it: _ORDER.index(it.group))
 
 
@@ -175,7 +179,8 @@ def _catalog_title(hit: Hit) -> str:
     return f"{what[:1].upper()}{what[1:]}, not one this tool knows by name"
 
 
-def unrecognized(events: Sequence[Event], catalog_hits: Mapping[int, Hit] | None = None) -> Finding | None:
+def unrecognized(events: Sequence[Event],
+                 catalog_hits: Mapping[int, Sequence[Hit]] | None = None) -> Finding | None:
     """The ``unrecognized-failure`` finding, or ``None`` when nothing in ``events`` shows a failure."""
     items = failure_evidence(events, catalog_hits)
     if not items:
@@ -193,7 +198,7 @@ def unrecognized(events: Sequence[Event], catalog_hits: Mapping[int, Hit] | None
             break
     if any(it.group == "interrupted" for it in items):
         facts["interrupted"] = True
-    evs = [it.event for it in shown]
+    evs = [it.event for it in sorted(shown, key=lambda it: it.pos)]  # chosen most decisive first, shown in time order
     title = _TITLES[top.group]
     category = _CATEGORY.get(top.group, "application")
     remedy = list(_REMEDY)

@@ -11,6 +11,12 @@ Rules (docs/signatures.md, "How the verdict is made"):
   for named links both happened on the same host when both hosts are known. Without
   timestamps, ``"*"`` links need G no later than F in the same file (a few hundred
   lines of slack for interleaved output); named links need nothing more.
+* A precursor is not a consequence. Where the signatures let two findings explain each other by
+  name (``pcie-aer`` and ``xid-79-fallen-off-bus``: a link that drops loses the GPU, a GPU that
+  drops makes its port report errors), the one that started first on one clock is the cause: the
+  stamps one file's lines carry themselves (wall time or kernel uptime, never an inferred or
+  receipt time), of one host and one rank. A one-way link keeps the 30 s tolerance (for clocks
+  that may disagree, and for a driver that reports a fault after its first symptoms).
 * The root cause is the strongest finding that nothing else explains; strength is
   ``priority × (0.5 + 0.5 × score)``; among findings of similar strength with
   timestamps the earliest wins. A timed finding that explains nothing and ended more than
@@ -21,15 +27,18 @@ Rules (docs/signatures.md, "How the verdict is made"):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from forensics.events import Event, MetricSample
+from forensics.events import Event, MetricSample, TsSource
 from forensics.findings import Confidence, Finding, Role, Verdict
 from forensics.lazy_re import lazy_compile
 from forensics.match.blame import blame
 from forensics.match.facts import oom_sentence
 from forensics.match.matcher import Match
+from forensics.match.this_run import RunScope, scope
+from forensics.timeline.identity import IdentityTable
 
 __all__ = ["decide"]
 
@@ -43,6 +52,9 @@ NEAR_LINES = 300
 LEAGUE = 12.0  # strength difference within which the earlier finding wins
 
 
+_Clock = tuple[str, str | None, int | None]  # file, host, rank
+
+
 @dataclass
 class _Node:
     m: Match
@@ -51,15 +63,22 @@ class _Node:
     lines: dict[str, tuple[int, int]]  # file -> (first line, last line) of its evidence
     strength: float
     max_gap: int
+    clocks: dict[_Clock, tuple[int | None, int | None]]  # one clock -> earliest anchor (own wall stamp, uptime)
 
     @property
     def sig_id(self) -> str:
         return self.m.sig.id
 
 
-def _node(m: Match, events: Sequence[Event]) -> _Node:
+def _node(m: Match, events: Sequence[Event], run: RunScope | None = None) -> _Node:
+    """A finding as the verdict weighs it, timed by its own events: a recording's earlier context
+    (:mod:`forensics.match.this_run`) does not make it older."""
     evs = [events[p] for p in m.positions]
-    stamps = [e.ts for e in (events[p] for p in m.anchors) if e.ts is not None]
+    anchors = [events[p] for p in m.anchors]
+    if run is not None:
+        anchors = run.own(anchors)
+        m.finding.evidence = run.ordered(m.finding.evidence)
+    stamps = [e.ts for e in anchors if e.ts is not None]
     lines: dict[str, tuple[int, int]] = {}
     for e in evs:
         lo, hi = lines.get(e.origin.path, (e.origin.line, e.origin.line))
@@ -68,7 +87,44 @@ def _node(m: Match, events: Sequence[Event]) -> _Node:
                 if isinstance(t := e.attrs.get("timeout_ms"), int | float) and t > 0]
     max_gap = max(DEFAULT_MAX_GAP_NS, int(max(timeouts, default=0) * 1.5e6) + 60 * 10**9)
     strength = m.sig.priority * (0.5 + 0.5 * m.finding.score)
-    return _Node(m, min(stamps) if stamps else None, max(stamps) if stamps else None, lines, strength, max_gap)
+    return _Node(m, min(stamps) if stamps else None, max(stamps) if stamps else None, lines, strength, max_gap,
+                 _clocks(events[p] for p in m.anchors))
+
+
+#: Times a line carries itself; an inferred or receipt time orders output, not what happened.
+_OWN_STAMPS = frozenset({TsSource.EXACT, TsSource.LOCAL, TsSource.BOOT_RELATIVE})
+
+
+def _clocks(anchors: Iterable[Event]) -> dict[_Clock, tuple[int | None, int | None]]:
+    """Per clock (one file's lines of one host and rank: a log of many ranks mixes their hosts' clocks), the
+    earliest anchor: its own wall stamp and its kernel uptime."""
+    out: dict[_Clock, tuple[int | None, int | None]] = {}
+    for e in anchors:
+        wall = e.ts if e.ts_source in _OWN_STAMPS else None
+        key = (e.origin.path, e.host, e.rank)
+        old_wall, old_up = out.get(key, (None, None))
+        out[key] = (_least(old_wall, wall), _least(old_up, e.uptime_ns))
+    return out
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _precedes(f: _Node, g: _Node) -> bool:
+    """True when ``f`` started before ``g`` on a clock both share (one file's own stamps): ``f`` is
+    then ``g``'s precursor, not its consequence."""
+    earlier = later = False
+    for clock, (f_wall, f_up) in f.clocks.items():
+        if clock not in g.clocks:
+            continue
+        g_wall, g_up = g.clocks[clock]
+        a, b = (f_wall, g_wall) if f_wall is not None and g_wall is not None else (f_up, g_up)
+        if a is None or b is None:
+            continue
+        earlier |= a < b
+        later |= a >= b
+    return earlier and not later
 
 
 def _explains(g: _Node, f: _Node) -> bool:
@@ -77,6 +133,8 @@ def _explains(g: _Node, f: _Node) -> bool:
     named = g.sig_id in listed
     star = "*" in listed and g.m.sig.priority > f.m.sig.priority
     if not (named or star):
+        return False
+    if named and f.sig_id in g.m.sig.consequence_of and _precedes(f, g):  # a precursor is not a consequence
         return False
     gh, fh = set(g.m.finding.hosts), set(f.m.finding.hosts)
     if named and not star and gh and fh and not gh & fh:
@@ -94,6 +152,13 @@ def _explains(g: _Node, f: _Node) -> bool:
 
 def _order_key(n: _Node) -> tuple[int, int]:
     return (n.first if n.first is not None else 1 << 62, n.m.first_pos)
+
+
+def _shown_key(n: _Node) -> tuple[int, int]:
+    """The order of lists a person reads (``Then:``, consequences, contributing): by the first time each
+    finding shows (``Finding.first_seen``, its supporting lines included, as the tables print it)."""
+    first = n.m.finding.first_seen
+    return (first if first is not None else 1 << 62, n.m.first_pos)
 
 
 def _pick_root(pool: list[_Node]) -> _Node:
@@ -199,10 +264,12 @@ def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequen
     from forensics.units import when as human_time
 
     f = root.m.finding
-    first = min((events[p] for p in root.m.anchors if events[p].ts is not None), key=lambda e: e.ts or 0,
-                default=None)
+    timed = [e for p in root.m.anchors if (e := events[p]).ts is not None]
+    own = [e for e in timed if root.first is None or (e.ts or 0) >= root.first]  # not the recording's context
+    first = min(own or timed, key=lambda e: e.ts or 0, default=None)
     when = f" at {human_time(first)}" if first is not None else ""
-    where = f" on {culprits}" if culprits else _where(f)  # the culprits, not every GPU the evidence names
+    # the culprits, not every GPU the evidence names ("on rank 5 (GPU 0000:c1:00.0)", ": pid 576419 (python)")
+    where = (f": {culprits}" if culprits.startswith("pid") else f" on {culprits}") if culprits else _where(f)
     text = f"{f.title}{where}{when}."
     for detail in (oom_sentence(f.facts), _cross_rank_sentence(f)):
         if detail:
@@ -217,13 +284,31 @@ def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequen
     return text
 
 
+_GLOO = lazy_compile(r"\bgloo\b|ProcessGroupGloo", re.I)
+_NCCL = lazy_compile(r"NCCL")
+
+
+def _backend_title(f: Finding) -> None:
+    """A title that names NCCL, for a finding whose own lines are gloo's and never NCCL's (a collective
+    timing out on gloo matches the same signature): the title names the backend the logs show."""
+    if "NCCL" not in f.title:
+        return
+    texts = [e.text for e in f.evidence if e.kind != "derived"]
+    if texts and any(_GLOO.search(t) for t in texts) and not any(_NCCL.search(t) for t in texts):
+        f.title = f.title.replace("NCCL", "gloo")
+
+
 def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str = "",
            healthy_confidence: Confidence = Confidence.MEDIUM,
-           samples: Sequence[MetricSample] = ()) -> tuple[list[Finding], Verdict]:
+           samples: Sequence[MetricSample] = (),
+           identity: IdentityTable | None = None) -> tuple[list[Finding], Verdict]:
     """Order fired signatures into the verdict. Returns the findings (root first, then
     consequences, then the rest) with their roles and notes set, and the verdict (with its
     culprit line, :mod:`forensics.match.blame`, for multi-rank / multi-GPU jobs)."""
-    nodes = [_node(m, events) for m in matches]
+    run = scope(events)
+    nodes = [_node(m, events, run) for m in matches]
+    for m in matches:
+        _backend_title(m.finding)
     risks = [n for n in nodes if n.m.sig.risk or n.m.risk_only]
     causes = [n for n in nodes if not (n.m.sig.risk or n.m.risk_only)]
     for n in risks:
@@ -241,6 +326,7 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
     edges = {id(g): [f for f in causes if f is not g and _explains(g, f)] for g in causes}
     explained = {id(f) for g in causes for f in edges[id(g)]}
     later: dict[int, _Node] = {}  # stale finding id -> the later, comparable incident
+    before: dict[int, _Node] = {}  # findings of the recording's context only
     for n in causes:
         if n.last is None or edges[id(n)]:
             continue
@@ -249,6 +335,11 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
         if newer:
             later[id(n)] = max(newer, key=lambda d: d.first or 0)
     stale = set(later)
+    for n in causes:  # a finding made only of the kernel log from before the recording: context
+        if run.context and all(run.is_context(events[p]) for p in n.m.anchors) and \
+                any(not all(run.is_context(events[p]) for p in d.m.anchors) for d in causes):
+            stale.add(id(n))
+            before[id(n)] = n
     candidates = [n for n in causes if id(n) not in stale] or causes
     pool = [n for n in candidates if id(n) not in explained] or candidates
     root = _pick_root(pool)
@@ -263,7 +354,7 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
                     reached[id(f)] = g
                     nxt.append(f)
         frontier = nxt
-    consequences = sorted((n for n in causes if id(n) in reached), key=_order_key)
+    consequences = sorted((n for n in causes if id(n) in reached), key=_shown_key)
 
     root.m.finding.role = Role.ROOT_CAUSE
     root.m.finding.note = (f"root cause; explains {len(consequences)} other finding(s)" if consequences
@@ -279,7 +370,9 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
             continue
         n.m.finding.role = Role.CONTRIBUTING
         parents = [g for g in causes if n in edges[id(g)]]
-        if id(n) in stale:
+        if id(n) in before:
+            why = "only in the kernel log from before this recording began (another run's, context)"
+        elif id(n) in stale:
             d = later[id(n)]
             gap = ((d.first or 0) - (n.last or 0)) / 3.6e12
             why = f"an earlier, separate incident ({gap:.1f} h before {d.sig_id})"
@@ -302,14 +395,11 @@ def decide(matches: Sequence[Match], events: Sequence[Event], healthy_note: str 
         confidence=confidence,
         summary="",
         consequences=[n.m.finding for n in consequences],
-        contributing=[n.m.finding for n in sorted(risks + side, key=_order_key)],
+        contributing=[n.m.finding for n in sorted(risks + side, key=_shown_key)],
         ruled_out=ruled_out,
         t0=root.first,
     )
-    verdict.blame = blame(verdict, events, samples)
-    if verdict.blame is not None and verdict.blame.basis:  # the lines that single out the culprits come first
-        basis = verdict.blame.basis
-        root.m.finding.evidence.sort(key=lambda e: basis.index(str(e.attrs.get("detector")))
-                                     if e.attrs.get("detector") in basis else len(basis))
+    # evidence stays in time order; the culprit line names its basis
+    verdict.blame = blame(verdict, events, samples, identity, run.context)
     verdict.summary = _summary(root, consequences, reason, events, verdict.blame.culprits if verdict.blame else "")
     return [n.m.finding for n in ordered], verdict

@@ -4,7 +4,6 @@ comparison of a good and a bad run (``forensics diff``) and the redacted case ar
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +24,14 @@ def render_report(analysis: Analysis, facts: list[BundleFacts], fmt: str = "md")
 
     data = build_report(analysis, facts)
     if fmt == "json":
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        from forensics.escape import finite, json_dumps
+
+        notes: list[str] = []
+        data = finite(data, notes)
+        if notes:
+            data["warnings"] = [*data.get("warnings", []),
+                                *(f"not a finite number, written as null: {n}" for n in notes[:20])]
+        return json_dumps(data, indent=2) + "\n"
     if fmt == "html":
         from forensics.postmortem.html_report import render_html
 

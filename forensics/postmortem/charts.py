@@ -50,7 +50,8 @@ def series(frame: pd.DataFrame, host: str, gpu: str, column: str, t0: int, t1: i
 def marks(analysis: Analysis, t0: int, t1: int, width: int) -> list[tuple[int, str, Finding]]:
     """(column, letter, finding) for each finding of the verdict first seen inside the window."""
     v = analysis.verdict
-    ordered = ([v.root_cause] if v.root_cause else []) + v.consequences + v.contributing
+    ordered = sorted(([v.root_cause] if v.root_cause else []) + v.consequences + v.contributing,
+                     key=lambda f: (f.first_seen is None, f.first_seen or 0))  # letters in time order
     out: list[tuple[int, str, Finding]] = []
     for f in ordered:
         ts = f.first_seen

@@ -8,9 +8,10 @@ Each side is any set of inputs ``analyze`` reads; bundle facts come from their `
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING, Any
+
+from forensics.units import mib
 
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
@@ -130,7 +131,7 @@ def _recorder_path(change: dict[str, Any]) -> bool:
 
 
 def _mib(v: float) -> str:
-    return f"{abs(v):,.0f} MiB" if abs(v) < 10240 else f"{abs(v) / 1024:,.1f} GiB"
+    return mib(abs(v))  # the sign is worded (higher / lower)
 
 
 _KEY_SOFTWARE = ("torch", "torch CUDA build", "NVIDIA driver", "CUDA (driver)", "NCCL", "CUDA (container)", "cuDNN")
@@ -277,22 +278,27 @@ def _rows(d: dict[str, Any]) -> list[tuple[str, list[list[str]]]]:
 
 
 def render_diff_text(d: dict[str, Any]) -> str:
-    out = [d["summary"], ""]
-    for title, rows in _rows(d):
+    """The comparison for a terminal: every field without controls or bidi overrides, one line each."""
+    from forensics.escape import terminal
+
+    out = [terminal(d["summary"], one_line=True), ""]
+    for title, raw_rows in _rows(d):
+        rows = [[terminal(c, one_line=True) for c in r] for r in raw_rows]
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         out.append(title + ":")
         for r in rows:
             out.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         out.append("")
-    out.append("A: " + ", ".join(d["a"]["inputs"][:3]) + (" …" if len(d["a"]["inputs"]) > 3 else ""))
-    out.append("B: " + ", ".join(d["b"]["inputs"][:3]) + (" …" if len(d["b"]["inputs"]) > 3 else ""))
+    for side in ("a", "b"):
+        inputs = [terminal(str(p), one_line=True) for p in d[side]["inputs"]]
+        out.append(f"{side.upper()}: " + ", ".join(inputs[:3]) + (" …" if len(inputs) > 3 else ""))
     return "\n".join(out) + "\n"
 
 
 def render_diff_markdown(d: dict[str, Any]) -> str:
-    from forensics.postmortem.markdown import table
+    from forensics.postmortem.markdown import cell, table
 
-    out = ["# Run A vs run B", "", f"> {d['summary']}", ""]
+    out = ["# Run A vs run B", "", f"> {cell(d['summary'])}", ""]
     for title, rows in _rows(d):
         body = table(rows[0], rows[1:])
         if title.startswith("Packages") and len(rows) > 15:
@@ -305,4 +311,11 @@ def render_diff_markdown(d: dict[str, Any]) -> str:
 
 
 def dumps(d: dict[str, Any]) -> str:
-    return json.dumps(d, indent=2, ensure_ascii=False) + "\n"
+    """Strict JSON: a non-finite number is ``null`` (and named in ``notes``)."""
+    from forensics.escape import finite, json_dumps
+
+    notes: list[str] = []
+    data = finite(d, notes)
+    if notes:
+        data["notes"] = [f"not a finite number, written as null: {n}" for n in notes[:20]]
+    return json_dumps(data, indent=2) + "\n"

@@ -4,12 +4,14 @@ fetched resource (links in the text only), readable offline and printable (print
 from __future__ import annotations
 
 import math
-from html import escape
 from typing import TYPE_CHECKING, Any
 
+from forensics.escape import html_text as escape
 from forensics.postmortem.charts import attachment_facts, chart_window, marks, p2p_cells, pace_parts, series
 from forensics.postmortem.metrics import GPU_COLUMNS, gpu_frame
 from forensics.secrets import redact_text
+from forensics.units import mib as _mib
+from forensics.units import stamp_ms as _iso
 
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
@@ -62,13 +64,6 @@ def _e(value: Any) -> str:
     return "–" if value is None or value == "" else escape(str(value))
 
 
-def _iso(ts: int | None) -> str:
-    from forensics.units import iso
-
-    text = iso(ts)
-    return text.replace("T", " ")[:23] + "Z" if text else "(no time)"
-
-
 def _day(text: Any) -> str:
     return str(text).replace("T", " ")[:19] + " UTC" if text else "?"
 
@@ -84,12 +79,6 @@ def _table(head: list[str], rows: list[list[str]], num: set[int] | None = None) 
 
     body = "".join("<tr>" + "".join(td(i, c) for i, c in enumerate(r)) + "</tr>" for r in rows)
     return f"<table><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _mib(v: Any) -> str:
-    if not isinstance(v, int | float) or v != v:
-        return "–"
-    return f"{v:,.0f} MiB" if abs(v) < 10240 else f"{v / 1024:,.1f} GiB"
 
 
 def _link(text: str) -> str:
@@ -152,7 +141,8 @@ def render_html(analysis: Analysis, data: dict[str, Any]) -> str:
         if v.consequences:
             parts += ["<h2>What followed (consequences, not causes)</h2>", _finding_table(v.consequences)]
         if f.remedy:
-            parts += ['<h2 id="remedy">What to do</h2>', "<ol>" + "".join(f"<li>{_e(' '.join(s.split()))}</li>"
+            fit = f" ({_e(v.remedy_heading(f))})" if v.remedy_heading(f) else ""
+            parts += [f'<h2 id="remedy">What to do{fit}</h2>', "<ol>" + "".join(f"<li>{_e(' '.join(s.split()))}</li>"
                                                                           for s in f.remedy) + "</ol>"]
         if f.explain:
             parts += ["<h2>What it means</h2>", f"<p>{_e(' '.join(f.explain.split()))}</p>"]

@@ -8,11 +8,15 @@ long parts first (raw lines, packages, topology), never the verdict.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
+from forensics.escape import html_text, md_code, md_prose, md_text, terminal
 from forensics.postmortem.charts import attachment_facts, chart_window, marks, p2p_cells, pace_parts, series
-from forensics.postmortem.metrics import gpu_frame, sparkline
+from forensics.postmortem.metrics import gpu_frame
 from forensics.secrets import redact_text
+from forensics.units import mib as _mib
+from forensics.units import sparkline
 
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
@@ -22,25 +26,26 @@ __all__ = ["LIMIT", "render_markdown"]
 
 LIMIT = 65_000
 SPARK_WIDTH = 48
+#: A reference shown as a link: http(s), no blank, quote, angle bracket or backslash in it.
+_URL = re.compile(r"https?://[^\s<>\"'`\\]+")
 
 
-def cell(value: Any) -> str:
-    """A table cell: one line, pipes and backslashes escaped, empty as an en dash."""
+def cell(value: Any, line_start: bool = True) -> str:
+    """Inline text or (``line_start=False``) a table cell: one line, every Markdown and HTML
+    metacharacter escaped, no autolink (:func:`forensics.escape.md_text`); empty as an en dash."""
     if value is None or value == "":
         return "–"
-    text = " ".join(str(value).split())
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
+    return md_text(value, line_start) or "–"
 
 
-def code(value: Any) -> str:
-    text = " ".join(str(value).split()).replace("|", "\\|")
-    ticks = "``" if "`" in text else "`"
-    return f"{ticks}{text}{ticks}" if text else "–"
+def code(value: Any, in_table: bool = True) -> str:
+    """A code span nothing inside can close (:func:`forensics.escape.md_code`)."""
+    return md_code(value, in_table)
 
 
 def table(head: list[str], rows: list[list[Any]]) -> list[str]:
-    out = ["| " + " | ".join(cell(h) for h in head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    out += ["| " + " | ".join(c if isinstance(c, _Raw) else cell(c) for c in row) + " |" for row in rows]
+    out = ["| " + " | ".join(cell(h, False) for h in head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    out += ["| " + " | ".join(c if isinstance(c, _Raw) else cell(c, False) for c in row) + " |" for row in rows]
     return out + [""]
 
 
@@ -49,13 +54,18 @@ class _Raw(str):
 
 
 def fence(text: str) -> list[str]:
-    longest = max((len(run) for run in text.split("\n") if set(run) == {"`"}), default=0)
+    """A fenced code block that nothing in ``text`` can close: its fence is longer than any run of
+    backticks in it (a closing fence may be indented and followed by blanks). Controls removed."""
+    text = terminal(text)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     mark = "`" * max(3, longest + 1)
-    return [mark + "text", text.replace(mark, "'''"), mark]
+    return [mark + "text", text, mark]
 
 
 def details(summary: str, body: list[str]) -> list[str]:
-    return ["<details>", f"<summary>{cell(summary)}</summary>", "", *body, "", "</details>", ""]
+    """A ``<details>`` block; its summary line is HTML (Markdown is not read there), so HTML-escaped."""
+    return ["<details>", f"<summary>{html_text(' '.join(summary.split()))}</summary>", "", *body, "", "</details>",
+            ""]
 
 
 def _when(ts: str | None) -> str:
@@ -104,12 +114,6 @@ def _finding_rows(findings: list[Finding]) -> list[list[Any]]:
     return rows
 
 
-def _mib(v: Any) -> str:
-    if not isinstance(v, int | float) or v != v:
-        return "–"
-    return f"{v:,.0f} MiB" if abs(v) < 10240 else f"{v / 1024:,.1f} GiB"
-
-
 def render_markdown(analysis: Analysis, data: dict[str, Any], limit: int = LIMIT) -> str:
     """The report; ``data`` is :func:`forensics.postmortem.model.build_report`'s output."""
     for raw_lines, packages, topology in ((6, True, True), (2, True, True), (1, False, True), (0, False, False)):
@@ -128,17 +132,17 @@ def _render(analysis: Analysis, data: dict[str, Any], raw_lines: int, packages: 
     out = ["# GPU training post-mortem", ""]
     out += _headline(headline(analysis))
     if f is not None:
-        out += [f"**Root cause:** {code(f.signature)} · **confidence:** {v.confidence} · "
+        out += [f"**Root cause:** {code(f.signature, False)} · **confidence:** {cell(v.confidence)} · "
                 f"**first seen:** {_when(_iso(f.first_seen))}", ""]
         out += ["### Evidence", "", *_evidence(analysis, f, raw_lines)]
         if v.consequences:
             out += ["### What followed (consequences, not causes)", ""]
             out += table(["signature", "what", "first seen", "where"], _finding_rows(v.consequences))
         if f.remedy:
-            out += ["### What to do", ""]
-            out += [f"{i}. {' '.join(step.split())}" for i, step in enumerate(f.remedy, 1)] + [""]
+            out += [f"### What to do ({cell(fit)})" if (fit := v.remedy_heading(f)) else "### What to do", ""]
+            out += [f"{i}. {md_prose(step)}" for i, step in enumerate(f.remedy, 1)] + [""]
         if f.explain:
-            out += ["### What it means", "", " ".join(f.explain.split()), ""]
+            out += ["### What it means", "", md_prose(f.explain), ""]
     if v.contributing:
         out += ["### Risks and contributing findings", ""]
         out += table(["signature", "what", "first seen", "where"], _finding_rows(v.contributing))
@@ -153,7 +157,7 @@ def _render(analysis: Analysis, data: dict[str, Any], raw_lines: int, packages: 
     out += _software(data, packages)
     out += _metrics(analysis, data)
     if f is not None and f.references:
-        out += ["### References", "", *[f"- <{r}>" if r.startswith("http") else f"- {cell(r)}"
+        out += ["### References", "", *[f"- <{r}>" if _URL.fullmatch(r) else f"- {cell(r)}"
                                        for r in f.references[:5]], ""]
     out += _sources(data)
     return "\n".join(out).rstrip() + "\n"
@@ -167,7 +171,7 @@ def _run(data: dict[str, Any]) -> list[str]:
     out = ["## The run", ""]
     rows = []
     for r in runs:
-        status = r.get("status") or "?"
+        status = str(r.get("status") or "?")
         if r.get("signal"):
             status += f", signal {r['signal']}"
         elif r.get("exit_code") is not None:
@@ -196,9 +200,10 @@ def _hardware(data: dict[str, Any], topology: bool) -> list[str]:
     out = ["## Hardware", ""]
     for h in hw:
         if len(hw) > 1:
-            out += [f"**{cell(h['host'])}** ({code(h['bundle'])})", ""]
+            out += [f"**{cell(h['host'])}** ({code(h['bundle'], False)})", ""]
         rows = [[g["index"], g["name"], _mib(g.get("mem_total_mib")), g.get("pci"), g.get("link"),
-                 ("**degraded** " if g.get("degraded") else "") + (g.get("note") or ("ok" if g.get("link") else ""))]
+                 _Raw(("**degraded** " if g.get("degraded") else "")
+                      + cell(g.get("note") or ("ok" if g.get("link") else ""), False))]
                 for g in h.get("gpus", [])]
         if rows:
             out += table(["GPU", "model", "VRAM", "PCI", "PCIe now (max)", "link"], rows)
@@ -208,7 +213,7 @@ def _hardware(data: dict[str, Any], topology: bool) -> list[str]:
             body = table(topo[0] + [""] * (width - len(topo[0])), [r + [""] * (width - len(r)) for r in topo[1:]])
             kinds, cells = p2p_cells(h.get("p2p") or {})
             if cells:
-                body += [f"P2P status (NVML: {' / '.join(kinds)}):", ""]
+                body += [f"P2P status (NVML: {cell(' / '.join(kinds))}):", ""]
                 body += table([""] + [f"GPU{i}" for i in range(len(cells))],
                               [[f"GPU{i}", *row] for i, row in enumerate(cells)])
             out += details("Topology (nvidia-smi topo -m) and P2P matrix", body)
@@ -222,7 +227,7 @@ def _software(data: dict[str, Any], packages: bool) -> list[str]:
     out = ["## Software", ""]
     for s in sw:
         if len(sw) > 1:
-            out += [f"**{cell(s['host'])}** ({code(s['bundle'])})", ""]
+            out += [f"**{cell(s['host'])}** ({code(s['bundle'], False)})", ""]
         out += table(["component", "version"], [[k, v] for k, v in s.get("components", {}).items()])
         if s.get("env"):
             out += details(f"Environment variables that matter ({len(s['env'])})",
@@ -274,7 +279,7 @@ def _metrics(analysis: Analysis, data: dict[str, Any]) -> list[str]:
         out += fence("\n".join(lines))
         out.append("")
     if pace := pace_parts(data.get("progress")):
-        out += ["Training pace (from its own progress lines): " + ", ".join(pace) + ".", ""]
+        out += ["Training pace (from its own progress lines): " + cell(", ".join(pace)) + ".", ""]
     return out
 
 

@@ -1,6 +1,7 @@
 """Per-GPU metric tables over a run, with pandas: one frame of every NVML / nvidia-smi sample, a
 summary row per GPU (peak memory, headroom, utilization, power) and evenly bucketed series for
-sparklines and SVG charts; plus the training rate and step time from ``progress`` events."""
+sparklines (``forensics.units.sparkline``) and SVG charts; plus the training rate and step time from
+``progress`` events."""
 
 from __future__ import annotations
 
@@ -13,11 +14,10 @@ import pandas as pd
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
 
-__all__ = ["GPU_COLUMNS", "SPARK", "bucketed", "gpu_frame", "gpu_summary", "progress_summary", "rank_steps"]
+__all__ = ["GPU_COLUMNS", "bucketed", "gpu_frame", "gpu_summary", "progress_summary", "rank_steps"]
 
 #: the columns the report charts: (column, label, unit)
 GPU_COLUMNS = (("mem_used_mib", "memory", "MiB"), ("util_gpu_pct", "utilization", "%"), ("power_w", "power", "W"))
-SPARK = "▁▂▃▄▅▆▇█"
 
 
 def gpu_frame(analysis: Analysis) -> pd.DataFrame:
@@ -71,18 +71,6 @@ def bucketed(frame: pd.DataFrame, host: str, gpu: str, column: str, t0: int, t1:
     idx = ((sel["ts"] - t0) * width // (span + 1)).clip(0, width - 1).astype(int)
     means = sel[column].groupby(idx).mean()
     return [float(means.get(i, math.nan)) for i in range(width)]
-
-
-def sparkline(values: list[float], lo: float, hi: float) -> str:
-    """Block characters for bucketed values; a space where there was no sample."""
-    out = []
-    for v in values:
-        if v != v:
-            out.append(" ")
-            continue
-        level = int(round((v - lo) / (hi - lo) * (len(SPARK) - 1))) if hi > lo else len(SPARK) - 1
-        out.append(SPARK[min(max(level, 0), len(SPARK) - 1)])
-    return "".join(out)
 
 
 @dataclass

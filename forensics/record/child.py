@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from forensics.record.relay import SignalRelay
+from forensics.record.tee import same_destination
 
 if sys.platform == "win32":  # never imported there (platform/windows.py runs the child); tells mypy so
     raise ImportError("forensics.record.child is POSIX only")
@@ -66,6 +67,13 @@ def _terminal_fd() -> int | None:
         except OSError:
             continue
     return None
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
 
 
 def _winsize(fd: int) -> bytes | None:
@@ -117,10 +125,22 @@ class Child(SignalRelay):
         return (*FORWARDED, *_JOB_CONTROL)
 
     def open_streams(self) -> dict[str, _Stream]:
-        """Make the child's stdout/stderr (pty or pipe) before the spawn, so a keeper can share the read ends."""
+        """Make the child's stdout/stderr (pty or pipe) before the spawn, so a keeper can share the read ends.
+        When both lead to one terminal the child gets one pseudo-terminal for both, as a shell gives it
+        one terminal: the kernel keeps the order of its writes, and the bundle has them in ``stdout.log``
+        (``merged_stderr``)."""
         if not self.streams:
-            self.streams = {"stdout": self._make_stream("stdout", 1), "stderr": self._make_stream("stderr", 2)}
+            out = self._make_stream("stdout", 1)
+            if out.is_pty and _isatty(2) and same_destination(1, 2):
+                self.streams = {"stdout": out}
+            else:
+                self.streams = {"stdout": out, "stderr": self._make_stream("stderr", 2)}
         return self.streams
+
+    @property
+    def merged_stderr(self) -> bool:
+        """Is the child's stderr the same pseudo-terminal as its stdout?"""
+        return bool(self.streams) and "stderr" not in self.streams
 
     def start(self) -> None:
         """Spawn the child (raises OSError when it cannot be executed)."""
@@ -142,12 +162,13 @@ class Child(SignalRelay):
                     os.tcsetpgrp(tty_fd, os.getpid())
                 signal.signal(signal.SIGTTOU, old)
 
-        out, err = self.streams["stdout"], self.streams["stderr"]
+        out = self.streams["stdout"]
+        err = self.streams.get("stderr", out)
         try:
             self.proc = subprocess.Popen(list(self.argv), stdin=None, stdout=out.child_fd, stderr=err.child_fd,
                                          env=dict(self.env), cwd=self.cwd, preexec_fn=in_child, close_fds=True)
         finally:
-            for s in (out, err):
+            for s in self.streams.values():
                 os.close(s.child_fd)
         with contextlib.suppress(OSError):
             os.setpgid(self.proc.pid, self.proc.pid)

@@ -12,6 +12,11 @@ variable is unset. Scenarios:
             process hangs (it creates PATH), so a replacement sampler recovers
 ``xid``     like ``ok``, and an Xid ``xid=`` (default 79) event on GPU 0 ``after=`` seconds
             after the listener starts
+
+Any scenario takes ``procs=N``: N worker processes on GPU 0 (pids 5000…), each growing to 2 GiB in its
+first second and working (SM 60 %); those listed in ``idle=`` (indexes joined by ``+``) grow on to
+``cap=`` MiB by ``after=`` seconds and then sit idle there, their memory frozen (no utilization sample:
+what NVML reports for a process that ran no kernel). Without ``procs`` GPU 0 has one process, 4242.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ __all__ = ["configure"]
 
 NVML_SUCCESS = 0
 NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
@@ -51,6 +57,7 @@ nvmlEventTypeXidCriticalError = 0x8
 class NVMLError(Exception):
     _messages = {
         NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+        NVML_ERROR_NOT_FOUND: "Not Found",
         NVML_ERROR_TIMEOUT: "Timeout",
         NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
         NVML_ERROR_GPU_IS_LOST: "GPU is lost",
@@ -87,6 +94,9 @@ class _Config:
     after: float = 0.0
     once: str = ""
     xid: int = 79
+    procs: int = 0
+    idle: str = ""
+    cap: int = 6144
 
 
 _cfg = _Config()
@@ -235,8 +245,33 @@ def nvmlDeviceGetRemappedRows(h: Any) -> tuple[int, int, int, int]:  # noqa: N80
     return 0, 0, 0, 0
 
 
+def _idle() -> set[int]:
+    return {int(i) for i in _cfg.idle.split("+") if i.strip().isdigit()}
+
+
+def _worker_mib(i: int) -> int:
+    t = _phase()
+    if i in _idle():
+        return 1024 + int((_cfg.cap - 1024) * min(1.0, t / max(_cfg.after, 0.1)))
+    return 1024 + int(1024 * min(1.0, t))
+
+
 def nvmlDeviceGetComputeRunningProcesses(h: Any) -> list[Any]:  # noqa: N802
-    return [SimpleNamespace(pid=4242, usedGpuMemory=512 << 20)] if h.index == 0 else []
+    if h.index != 0:
+        return []
+    if _cfg.procs:
+        return [SimpleNamespace(pid=5000 + i, usedGpuMemory=_worker_mib(i) << 20) for i in range(_cfg.procs)]
+    return [SimpleNamespace(pid=4242, usedGpuMemory=512 << 20)]
+
+
+def nvmlDeviceGetProcessUtilization(h: Any, last_seen_us: int) -> list[Any]:  # noqa: N802
+    now_us = time.time_ns() // 1000
+    working = [] if h.index != 0 else [4242] if not _cfg.procs else [
+        5000 + i for i in range(_cfg.procs) if i not in _idle() or _phase() < _cfg.after]
+    if not working:
+        raise NVMLError(NVML_ERROR_NOT_FOUND)
+    return [SimpleNamespace(pid=pid, timeStamp=max(now_us, last_seen_us + 1), smUtil=60, memUtil=20, encUtil=0,
+                            decUtil=0) for pid in working]
 
 
 def nvmlDeviceGetPersistenceMode(h: Any) -> int:  # noqa: N802

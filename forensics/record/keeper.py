@@ -7,7 +7,11 @@ keeper blocks on the lifeline and never touches the output: the recorder reads i
 
 Lifeline protocol (bytes the recorder writes): ``P<pid>\\n`` once the child is running,
 ``D`` when the recorder has read the child's output to its end. EOF after ``D``: the
-keeper exits at once. EOF without ``D``: the recorder died (SIGKILL, OOM killer), so the
+keeper exits at once. ``H`` (hand over): the child has ended but another process — a daemon
+it left behind — still holds its stdout or stderr; the recorder has finished the bundle and
+exits with the child's status, and the keeper passes that output on (terminal, log, index) until
+every holder has closed it, so the daemon's writes go where they would have gone without the
+recorder and never fail with EPIPE. EOF without ``D``: the recorder died (SIGKILL, OOM killer), so the
 keeper takes over: it passes the child's output on to the same stdout/stderr the recorder
 echoed to, appends the raw bytes to the bundle's ``stdout.log``/``stderr.log`` (and
 receipt records to ``*.idx``), and exits at EOF, or once the child has ended and the
@@ -89,6 +93,12 @@ class Keeper:
     def child_started(self, pid: int) -> None:
         self._send(b"P%d\n" % pid)
 
+    def hand_over(self) -> None:
+        """The child has ended, its output is still held open by another process: the keeper passes it on
+        until end of file (it is not waited for)."""
+        self._send(b"H")
+        self.abandon()
+
     def release(self) -> None:
         """The recorder has read the child's output to its end: let the keeper go, and reap it."""
         self._send(b"D")
@@ -136,9 +146,9 @@ def _keeper_main(lifeline: int, streams: list[KeptStream]) -> int:
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
         comm.write("forensics-keep")
     released, child_pid = _wait_on_lifeline(lifeline)
-    if released:
+    if released == "done":
         return 0
-    _take_over(streams, child_pid)
+    _take_over(streams, child_pid, until_eof=released == "handed-over")
     return 0
 
 
@@ -153,8 +163,8 @@ def _close_all_but(keep: set[int]) -> None:
                 os.close(fd)
 
 
-def _wait_on_lifeline(fd: int) -> tuple[bool, int | None]:
-    """Block until the recorder closes the lifeline: (released normally, the child's pid)."""
+def _wait_on_lifeline(fd: int) -> tuple[str, int | None]:
+    """Block until the recorder closes the lifeline: (``done``, ``handed-over`` or ``died``, the child's pid)."""
     buf = b""
     while True:
         try:
@@ -165,7 +175,7 @@ def _wait_on_lifeline(fd: int) -> tuple[bool, int | None]:
             break
         buf += data
     os.close(fd)
-    released = buf.endswith(b"D")
+    released = "done" if buf.endswith(b"D") else "handed-over" if buf.endswith(b"H") else "died"
     pid = None
     if buf.startswith(b"P") and b"\n" in buf:
         with contextlib.suppress(ValueError):
@@ -280,7 +290,7 @@ def _write_all(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view):]
 
 
-def _take_over(streams: list[KeptStream], child_pid: int | None) -> None:
+def _take_over(streams: list[KeptStream], child_pid: int | None, until_eof: bool = False) -> None:
     outs: dict[int, _Out] = {}
     for s in streams:
         with contextlib.suppress(OSError):
@@ -316,7 +326,7 @@ def _take_over(streams: list[KeptStream], child_pid: int | None) -> None:
             for out in outs.values():
                 out.fsync()
             last_sync = now
-        if child.ended_at is not None and now - max(last_data, child.ended_at) >= DRAIN_S:
+        if not until_eof and child.ended_at is not None and now - max(last_data, child.ended_at) >= DRAIN_S:
             break
     for out in outs.values():
         out.flush_index()

@@ -55,6 +55,10 @@ class KernelLogFollower(threading.Thread):
         self._halt = threading.Event()
         self._proc: subprocess.Popen[bytes] | None = None
 
+    def request_stop(self) -> None:
+        """Begin stopping; :meth:`stop` waits."""
+        self._halt.set()
+
     def stop(self, timeout: float = 2.0) -> None:
         self._halt.set()
         proc = self._proc
@@ -105,14 +109,14 @@ class KernelLogFollower(threading.Thread):
                 try:
                     data = os.read(fd, 16384)
                 except BlockingIOError:
-                    select.select([fd], [], [], 0.5)
+                    select.select([fd], [], [], 0.1)  # short: a stop must not wait (the run's exit cost)
                     continue
                 except OSError as exc:
                     if exc.errno == errno.EPIPE:  # records overwritten before we read them: go on
                         continue
                     raise
                 if not data:
-                    if self._halt.wait(0.5):  # end of a regular file: poll for growth
+                    if self._halt.wait(0.1):  # end of a regular file: poll for growth
                         break
                     continue
                 carry, records = _records(carry + data)
@@ -144,7 +148,7 @@ class KernelLogFollower(threading.Thread):
         assert self._proc.stdout is not None
         fd = self._proc.stdout.fileno()
         while not self._halt.is_set():
-            ready, _, _ = select.select([fd], [], [], 0.5)
+            ready, _, _ = select.select([fd], [], [], 0.1)
             if not ready:
                 continue
             data = os.read(fd, 65536)

@@ -26,9 +26,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-__all__ = ["LIFELINE_ARG", "die_with_recorder", "helper_flags", "hold_lifeline"]
+__all__ = ["BACKGROUND", "LIFELINE_ARG", "die_with_recorder", "helper_flags", "hold_lifeline"]
 
 LIFELINE_ARG = "lifeline"  # the argument that tells a helper its stdin is its lifeline
+#: written on a lifeline before closing it: "finish what you are doing on your own" (the host snapshot
+#: at the end of a short run); end of file without it still means "stop"
+BACKGROUND = b"B"
 
 _GUARD = (
     "import os, sys\n"
@@ -60,15 +63,22 @@ def helper_flags(idle: bool = False) -> int:
     return 0
 
 
-def hold_lifeline(on_cut: Callable[[], None], grace_s: float = 3.0, fd: int = 0) -> threading.Thread:
+def hold_lifeline(on_cut: Callable[[], None], grace_s: float = 3.0, fd: int = 0,
+                  on_background: Callable[[], None] | None = None) -> threading.Thread:
     """In a helper: watch ``fd`` (stdin, a pipe only the recorder writes to) on a thread; at end of
     file call ``on_cut`` (stop politely), and end the process if it is still there ``grace_s`` later
-    (a thread stuck in a driver call would otherwise keep it)."""
+    (a thread stuck in a driver call would otherwise keep it). With ``on_background``, a lifeline
+    closed after :data:`BACKGROUND` calls it instead and the helper goes on."""
 
     def watch() -> None:
+        seen = b""
         with contextlib.suppress(OSError, ValueError):
-            while os.read(fd, 512):
-                pass
+            while chunk := os.read(fd, 512):
+                seen = (seen + chunk)[-16:]
+        if on_background is not None and seen.endswith(BACKGROUND):
+            with contextlib.suppress(Exception):
+                on_background()
+            return
         with contextlib.suppress(Exception):
             on_cut()
         time.sleep(grace_s)

@@ -194,6 +194,7 @@ class Nvml:
             uuid = self._call("nvmlDeviceGetUUID", i, partial(_apply, n.nvmlDeviceGetUUID, h, _text))
             self.gpus.append(GpuInfo(i, h, pci or "", name or "", uuid or ""))
         self._unsupported: set[tuple[int, str]] = set()
+        self._util_seen: dict[int, int] = {}  # GPU index -> the newest per-process sample read (µs)
         self.lost: set[int] = set()
 
     def _call(self, name: str, gpu: int, fn: Callable[[], Any]) -> Any:
@@ -245,6 +246,35 @@ class Nvml:
             used = getattr(p, "usedGpuMemory", None)
             out.append([int(p.pid), int(used) >> 20 if isinstance(used, int) else -1])
         return sorted(out)
+
+    def process_utilization(self, gpu: GpuInfo) -> list[list[int]] | None:
+        """``[[pid, sm %, memory %], …]`` of the processes that ran on ``gpu`` since the last call (NVML's
+        ``nvmlDeviceGetProcessUtilization``, what ``nvidia-smi pmon`` shows; several samples of one process
+        are averaged); ``[]`` when none ran (NVML's NOT_FOUND: every process idle), ``None`` if unknown."""
+        if gpu.handle is None or (gpu.index, "putil") in self._unsupported:
+            return None
+        n = self.mod
+        since = self._util_seen.get(gpu.index, 0)
+        try:
+            samples = self.guard("nvmlDeviceGetProcessUtilization", gpu.index,
+                                 n.nvmlDeviceGetProcessUtilization, gpu.handle, since)
+        except Exception as exc:
+            kind = _error_kind(n, exc)
+            if kind == "unsupported":
+                self._unsupported.add((gpu.index, "putil"))
+            elif getattr(exc, "value", None) == getattr(n, "NVML_ERROR_NOT_FOUND", 6):
+                return []
+            return None
+        per: dict[int, list[tuple[int, int]]] = {}
+        for smp in samples or []:
+            pid = int(getattr(smp, "pid", 0))
+            stamp = int(getattr(smp, "timeStamp", 0))
+            if pid <= 0 or stamp <= since:
+                continue
+            per.setdefault(pid, []).append((int(getattr(smp, "smUtil", 0)), int(getattr(smp, "memUtil", 0))))
+            self._util_seen[gpu.index] = max(self._util_seen.get(gpu.index, 0), stamp)
+        return sorted([pid, round(sum(s for s, _ in v) / len(v)), round(sum(m for _, m in v) / len(v))]
+                      for pid, v in per.items())
 
     # -- static facts -----------------------------------------------------------------------
     def static_info(self) -> dict[str, Any]:

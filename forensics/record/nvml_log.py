@@ -75,7 +75,8 @@ class NvmlLog:
         self._force_key = True
         return f
 
-    def write_tick(self, t_ns: int, values: dict[int, Values], procs: dict[int, list[list[int]] | None]) -> None:
+    def write_tick(self, t_ns: int, values: dict[int, Values], procs: dict[int, list[list[int]] | None],
+                   putil: dict[int, list[list[int]] | None] | None = None) -> None:
         keyframe = self._force_key or t_ns - self._last_key_ns >= KEYFRAME_S * 1e9
         self._force_key = False
         line: dict[str, Any] = {"t": t_ns // 1_000_000}
@@ -101,6 +102,9 @@ class NvmlLog:
         if changed_procs:
             line["p"] = changed_procs
             self._last_procs.update(procs)
+        utils = {str(g): u for g, u in (putil or {}).items() if u is not None}
+        if utils:  # per-process SM/memory %, every reading: an idle process is one that reads 0 (or is absent)
+            line["pu"] = utils
         self.file.write(_dumps(line))
         if self.file.size >= self.rotate_bytes:
             self.rotate()

@@ -5,7 +5,7 @@ Started (and replaced when NVML stops answering) by
 
 * the sampler reads :data:`forensics.record.nvml.FIELDS` for every GPU each tick and
   appends to ``nvml.jsonl`` (:class:`~forensics.record.nvml_log.NvmlLog`); compute
-  processes and slow fields once a second;
+  processes, their utilization and slow fields once a second;
 * the listener writes ``host/gpus.json`` (static facts, first sampler only), then waits
   on ``nvmlEventSetWait_v2`` for Xid and ECC events and appends them to
   ``nvml-events.jsonl``.
@@ -194,6 +194,7 @@ def _sample(bundle: Path, interval: float, page: Any, write_static: bool, stop: 
         slow = tick % slow_every == 0
         values = {}
         procs = {}
+        putil = {}
         for g in nv.gpus:
             vals, lost = nv.sample(g, slow)
             values[g.index] = vals
@@ -201,7 +202,8 @@ def _sample(bundle: Path, interval: float, page: Any, write_static: bool, stop: 
                 write_event(events, type="gpu-lost", gpu=g.index, pci=g.pci, call=lost)
             if slow:
                 procs[g.index] = nv.processes(g)
-        log.write_tick(t_ns, values, procs)
+                putil[g.index] = nv.process_utilization(g)
+        log.write_tick(t_ns, values, procs, putil)
         if tick == 0:
             control.send(sampling="ok")
         tick += 1

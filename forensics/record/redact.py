@@ -23,9 +23,9 @@ import re
 from collections.abc import Mapping, Sequence
 
 from forensics.lazy_re import lazy_compile
-from forensics.secrets import REDACTED, redact_text
+from forensics.secrets import REDACTED, find_secrets, redact_text
 
-__all__ = ["REDACTED", "is_secret_name", "redact_argv", "redact_env", "redact_value"]
+__all__ = ["REDACTED", "is_secret_name", "redact_argv", "redact_env", "redact_value", "secret_values"]
 
 
 _SECRET_NAME = lazy_compile(
@@ -50,6 +50,44 @@ def redact_value(value: str) -> str:
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """A copy of ``env`` fit to be written down."""
     return {k: (REDACTED if is_secret_name(k) and v else redact_value(v)) for k, v in env.items()}
+
+
+def _shaped(value: str) -> list[str]:
+    """The secrets the shapes find inside ``value`` (a URL's ``user:pass`` also as ``pass``)."""
+    found = []
+    for start, end, kind in find_secrets(value, values=False):
+        secret = value[start:end]
+        found.append(secret)
+        if kind == "url-credentials" and ":" in secret:
+            found.append(secret.split(":", 1)[1])
+    return found
+
+
+def secret_values(env: Mapping[str, str], argv: Sequence[str]) -> list[str]:
+    """Every value the recorder hides in ``env`` and ``argv`` — by name, by shape — so that readers can find
+    them again wherever the program printed them (:mod:`forensics.secret_values` keeps only keyed hashes)."""
+    found: list[str] = []
+    for k, v in env.items():
+        if is_secret_name(k) and v:
+            found.append(v)
+        found += _shaped(v)
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            found.append(arg)
+            hide_next = False
+            continue
+        name, eq, value = arg.partition("=")
+        if arg.startswith("-") and len(arg) > 1 and is_secret_name(name.lstrip("-")):
+            if eq:
+                found.append(value)
+            else:
+                hide_next = True
+        elif eq and not arg.startswith(("/", ".")) and name and " " not in name \
+                and is_secret_name(name.rsplit(".", 1)[-1]):
+            found.append(value)
+        found += _shaped(arg)
+    return [v for v in found if v and v != REDACTED]
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:

@@ -27,27 +27,34 @@ from typing import Any
 from forensics import __version__
 from forensics.errors import RecordError, UsageError
 from forensics.ingest.bundle import FORMAT, MANIFEST, VERSION
-from forensics.record.arm import TORCH_DIR, arm_env
+from forensics.record.arm import TORCH_DIR, arm_env, child_torch_version
 from forensics.record.clock import boot_times, iso_utc, local_zone_name, now_ns, stamp_for_path
 from forensics.record.degrade import Degradation
+from forensics.record.holders import holders_of
 from forensics.record.kernel_log import KernelLogFollower
-from forensics.record.lifeline import LIFELINE_ARG, die_with_recorder, helper_flags
+from forensics.record.lifeline import BACKGROUND, LIFELINE_ARG, helper_flags
 from forensics.record.live_watcher import FINAL_S as LIVE_FINAL_S
 from forensics.record.live_watcher import LiveWatcher
-from forensics.record.platform import ChildLike, ExitStatusLike, HostEvents, KeeperLike
+from forensics.record.platform import ChildLike, ExitStatusLike, HostEvents, KeeperLike, TeeRunner
 from forensics.record.platform import current as current_platform
-from forensics.record.redact import redact_argv, redact_env
+from forensics.record.redact import redact_argv, redact_env, secret_values
 from forensics.record.supervisor import RECORDER_LOG, NvmlSupervisor
 from forensics.record.tee import PIPE_BATCH_S, StreamTee
 from forensics.record.writer import OPEN_FLAGS, AppendFile, Flusher, atomic_write_json
+from forensics.secret_values import FILE as VALUES_FILE
+from forensics.secret_values import write_values
 
 __all__ = ["Recording", "record"]
 
-DRAIN_S = 2.0  # after the child is gone: how long a quiet output stream is still read
-HELPER_REPORT_S = 2.0  # at the end: how long to wait for helpers that have not reported yet
+DRAIN_S = 2.0  # without a keeper: after the child is gone, how long a quiet output stream is still read
+EOF_WAIT_S = 0.25  # after the child is gone: how long its output may take to reach end of file
+HELPER_REPORT_ENV = "FORENSICS_HELPER_REPORT_S"  # at the end: how long to wait for helpers that have not reported
+HELPER_REPORT_S = 0.3
+STOP_S = 0.3  # at the end: how long the NVML sampler and the kernel log follower may take to stop
 TAIL_ENV = "FORENSICS_TAIL_S"  # after a failed run: keep listening this long for late Xid/kernel lines
 SNAPSHOT_WAIT_ENV = "FORENSICS_SNAPSHOT_WAIT_S"  # at the end: how long an unfinished host snapshot may still run
 LIVE_FINAL_ENV = "FORENSICS_LIVE_FINAL_S"  # after the child ended: how long the live watcher may still take
+SNAPSHOT_END_ENV = "FORENSICS_SNAPSHOT_END"  # "background" (default): it finishes on its own; "cut": it is stopped
 NVML_PAGE_ENV = "FORENSICS_NVML_PAGE"  # tests: hand the deadline page over as Windows does ("path") on Linux
 
 
@@ -201,7 +208,9 @@ class Recording:
         self.platform = current_platform(self.env)
         self.host = socket.gethostname()
         self.bundle = _bundle_dir(out, self.host, self.start_ns)
-        self.armed = arm_env(self.env, self.bundle) if arm else {}
+        self.python = child_python(self.exe, self.env.get("PATH"))
+        self.torch_version = child_torch_version(self.python, self.env) if arm else None
+        self.armed = arm_env(self.env, self.bundle, self.torch_version) if arm else {}
         self.env.update(self.armed)
         boot = boot_times()
         boot_used = next((k for k in ("monotonic", "boottime", "btime") if boot.get(k) is not None), None)
@@ -226,6 +235,7 @@ class Recording:
             "tz_name": local_zone_name(),
             "interval_s": interval,
             "armed": self.armed,
+            "armed_for": {"python": self.python, "torch": self.torch_version} if arm else None,
             "recorder": {"version": __version__, "python": sys.version.split()[0]},
             "sources": {name: {"status": "starting"}
                         for name in ("nvml", "nvml_events", "kernel_log", "host_snapshot")},
@@ -241,6 +251,7 @@ class Recording:
         self.child: ChildLike = self.platform.child(self.argv, self.env)
         self.flusher = Flusher(self._tick, on_error=self._file_lost)
         self.tees: list[StreamTee] = []
+        self.tee_runners: list[TeeRunner] = []
         self.supervisor: NvmlSupervisor | None = None
         self.kernel_log: KernelLogFollower | None = None
         self.host_events: HostEvents | None = None
@@ -342,20 +353,32 @@ class Recording:
                                    colour=self.tell and _isatty(2) and "NO_COLOR" not in os.environ)
 
     def _start_tees(self) -> None:
+        pty = False
         for name, stream in self.child.streams.items():
             log = self.flusher.add(AppendFile(self.bundle / f"{name}.log"))
             idx = self.flusher.add(AppendFile(self.bundle / f"{name}.idx"))
-            tee = self.platform.tee(name, stream.read_fd, stream.echo_fd, log, idx,
-                                    batch_s=0.0 if stream.is_pty else PIPE_BATCH_S)
-            tee.start()
-            self.tees.append(tee)
+            pty = pty or stream.is_pty
+            self.tees.append(self.platform.tee(name, stream.read_fd, stream.echo_fd, log, idx,
+                                               batch_s=0.0 if stream.is_pty else PIPE_BATCH_S))
             self.manifest.source(name, {"status": "ok", "file": f"{name}.log", "index": f"{name}.idx",
                                         "terminal": "pty" if stream.is_pty else "pipe"})
+        if getattr(self.child, "merged_stderr", False):
+            self.manifest.source("stderr", {"status": "merged", "into": "stdout.log",
+                                            "reason": "stdout and stderr are one terminal: the child got one "
+                                                      "pseudo-terminal for both, as from a shell"})
+        self.tee_runners = self.platform.tee_runners(self.tees, 0.0 if pty else PIPE_BATCH_S)
+        for runner in self.tee_runners:
+            runner.start()
 
     def _write_host_files(self) -> None:
         host = self.bundle / "host"
         host.mkdir(exist_ok=True)
         atomic_write_json(host / "env.json", redact_env(self.env))
+        # what was hidden, as keyed hashes only: readers find those values again wherever they appear
+        n = write_values(host / VALUES_FILE, secret_values(self.env, self.argv))
+        self.manifest.update(secret_values={"count": n, "file": f"host/{VALUES_FILE}",
+                                            "hash": "BLAKE2b keyed with this user's key (kept outside the bundle)"}
+                             if n else {"count": 0})
         atomic_write_json(host / "command.json", {"argv": redact_argv(self.argv), "executable": self.exe,
                                                   "cwd": os.getcwd(), "armed": self.armed})
 
@@ -390,42 +413,43 @@ class Recording:
             self.host_events.start()
 
     def _start_snapshot(self) -> None:
-        python = child_python(self.exe, self.env.get("PATH"))
-        argv = [sys.executable, "-m", "forensics.record.snapshot", str(self.bundle), python, LIFELINE_ARG]
-        with open(self.bundle / RECORDER_LOG, "ab") as log:  # stdin: its lifeline (closed at the end)
-            self.snapshot = subprocess.Popen(die_with_recorder(argv), stdin=subprocess.PIPE, stdout=log, stderr=log,
-                                             env=self.env, close_fds=True, creationflags=helper_flags(idle=True))
+        argv = [sys.executable, "-m", "forensics.record.snapshot", str(self.bundle), self.python, LIFELINE_ARG]
+        # No death signal: at the end it may finish in the background (_stop_snapshot); its stdin lifeline
+        # still ends it when the recorder dies without saying so.
+        # Its own session and process group: stopping it (FORENSICS_SNAPSHOT_END=cut) stops what it runs too,
+        # and no terminal signal meant for the child reaches it.
+        with open(self.bundle / RECORDER_LOG, "ab") as log:
+            self.snapshot = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=log, env=self.env,
+                                             close_fds=True, creationflags=helper_flags(idle=True),
+                                             start_new_session=sys.platform != "win32")
 
     # -- closing ------------------------------------------------------------------------------------
     def _finish(self, status: ExitStatusLike) -> None:
-        for tee in self.tees:
-            tee.stop_when_quiet(DRAIN_S)
-        deadline = time.monotonic() + HELPER_REPORT_S
+        streams = self._end_output()
+        deadline = time.monotonic() + _float_env(HELPER_REPORT_ENV, HELPER_REPORT_S)
         while time.monotonic() < deadline and any(
                 self.manifest.data["sources"].get(s, {}).get("status") == "starting" for s in ("nvml", "kernel_log")):
-            time.sleep(0.05)
-        for tee in self.tees:
-            tee.join(timeout=DRAIN_S + 10)
-        if self.keeper is not None:
-            self._guard("keeper", self.keeper.release)
+            time.sleep(0.02)
         if status.code != 0:
             # The driver often logs the Xid as the failed process's context is torn down, and NVML
             # delivers its event up to a second later: keep the sampler and kernel log a moment longer.
             ended = self.manifest.data.get("end_ns") or now_ns()
             time.sleep(max(0.0, _float_env(TAIL_ENV, 2.0) - (now_ns() - ended) / 1e9))
-        self._guard("stop nvml", self._stop_nvml)
+        # Stop the helpers together, each within STOP_S: none of them may hold the exit.
+        if self.supervisor is not None:
+            self._guard("stop nvml", self.supervisor.request_stop, STOP_S)
         if self.kernel_log is not None:
-            self._guard("stop kernel log", self.kernel_log.stop)
+            self._guard("stop kernel log", self.kernel_log.request_stop)
         if self.host_events is not None:
             self._guard("stop host events", self.host_events.stop)
         self._guard("host snapshot", self._stop_snapshot)
+        self._guard("stop nvml", self._stop_nvml)
+        if self.kernel_log is not None:
+            self._guard("stop kernel log", self.kernel_log.stop, STOP_S)
         if self.watcher is not None:
             watcher = self.watcher
             deadline = max(self._ended_mono + _float_env(LIVE_FINAL_ENV, LIVE_FINAL_S), time.monotonic() + 0.5)
             self._guard("live watcher", lambda: self.manifest.source("live", watcher.stop(deadline)))
-        streams = {t.name.removeprefix("forensics-tee-"): {"bytes": t.received, "echo_error": t.echo_error,
-                                                          "dropped": t.log.dropped, "write_error": t.log.error}
-                   for t in self.tees}
         for name, info in streams.items():
             self.manifest.source(name, info)
         for name, info in list(self.manifest.data["sources"].items()):
@@ -434,6 +458,50 @@ class Recording:
         self.manifest.update(status="finished", forwarded_signals=[signal.Signals(s).name
                                                                    for s in self.child.forwarded])
         self._close_files()
+
+    def _end_output(self) -> dict[str, dict[str, Any]]:
+        """Read the child's output to its end. A stream another process still holds (a daemon the child
+        left behind) is handed to the keeper, which passes it on until it is closed, so that process
+        lives on as it would without the recorder; without a keeper it is read until quiet for DRAIN_S."""
+        deadline = time.monotonic() + EOF_WAIT_S
+        for runner in self.tee_runners:
+            runner.join(timeout=max(0.0, deadline - time.monotonic()))
+        held = [t for t in self.tees if not t.eof.is_set()]
+        notes: dict[str, str] = {}
+        keeper_pid = getattr(self.keeper, "pid", None)
+        if held:
+            who = {t.name: holders_of(t.src_fd) for t in held}
+            if self.keeper is not None:
+                for runner in self.tee_runners:
+                    runner.halt()
+                for runner in self.tee_runners:
+                    runner.join(timeout=2.0)
+                for t in held:
+                    notes[t.name] = (f"still held open by {who[t.name] or 'another process'} when the child ended: "
+                                     "the keeper passes it on (terminal and log) until it is closed")
+                self._guard("keeper", self.keeper.hand_over)
+                self.keeper = None
+            else:
+                for runner in self.tee_runners:
+                    runner.stop_when_quiet(DRAIN_S)
+                for runner in self.tee_runners:
+                    runner.join(timeout=DRAIN_S + 10)
+                for t in held:
+                    if not t.eof.is_set():
+                        notes[t.name] = (f"stopped reading {DRAIN_S:g} s after the child ended and the output fell "
+                                         f"quiet: still held open by {who[t.name] or 'another process'}")
+        if self.keeper is not None:
+            self._guard("keeper", self.keeper.release)
+        out: dict[str, dict[str, Any]] = {}
+        for t in self.tees:
+            name = t.name.removeprefix("forensics-tee-")
+            out[name] = {"bytes": t.received, "echo_error": t.echo_error, "dropped": t.log.dropped,
+                         "write_error": t.log.error}
+            if t.name in notes:
+                out[name]["held_open"] = notes[t.name]
+                if keeper_pid is not None and "keeper" in notes[t.name]:
+                    out[name]["keeper_pid"] = keeper_pid
+        return out
 
     def _close_files(self) -> None:
         self.flusher.stop()
@@ -446,22 +514,42 @@ class Recording:
 
     def _stop_nvml(self) -> None:
         if self.supervisor is not None:
-            self.supervisor.stop()
+            self.supervisor.stop(STOP_S)
             self.supervisor.close()
 
     def _stop_snapshot(self) -> None:
+        """Give an unfinished host snapshot a moment, then let it finish in the background at idle priority
+        (it writes ``host/snapshot.json`` last; its own commands' timeouts bound it), or stop it
+        (``FORENSICS_SNAPSHOT_END=cut``). Either way the manifest says so and the exit is not held."""
         proc = self.snapshot
         if proc is None:
             return
-        wait_s = _float_env(SNAPSHOT_WAIT_ENV, 5.0)
+        wait_s = _float_env(SNAPSHOT_WAIT_ENV, 0.2)
         try:
             proc.wait(timeout=wait_s)
             self.manifest.source("host_snapshot", {"status": "ok" if proc.returncode == 0 else "failed",
                                                    "rc": proc.returncode, "dir": "host"})
         except subprocess.TimeoutExpired:
-            proc.kill()
-            reason = f"still running {wait_s:g} s after the child ended"
-            self.manifest.source("host_snapshot", {"status": "incomplete", "reason": reason})
+            if os.environ.get(SNAPSHOT_END_ENV, "background") == "cut":
+                if sys.platform == "win32":
+                    proc.kill()
+                else:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)  # with the nvidia-smi or pip it is running
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=1.0)
+                reason = f"still running {wait_s:g} s after the child ended: stopped"
+                self.manifest.source("host_snapshot", {"status": "incomplete", "reason": reason})
+            else:
+                if proc.stdin is not None:
+                    with contextlib.suppress(OSError):
+                        proc.stdin.write(BACKGROUND)
+                        proc.stdin.flush()
+                self.manifest.source("host_snapshot", {
+                    "status": "background", "pid": proc.pid, "dir": "host",
+                    "reason": f"still running {wait_s:g} s after the child ended: it finishes on its own at idle "
+                              "priority and writes host/snapshot.json last (a missing snapshot.json: it was cut "
+                              "short)"})
         finally:
             if proc.stdin is not None:
                 with contextlib.suppress(OSError):

@@ -37,6 +37,8 @@ import os
 import platform
 import shutil
 import sys
+import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -49,6 +51,7 @@ from forensics.record.writer import atomic_write_json
 __all__ = ["PLATFORM_ENV", "VERSIONS_SCRIPT", "HostPart", "PosixHost", "host_part", "main"]
 
 PLATFORM_ENV = "FORENSICS_SNAPSHOT_PLATFORM"  # "windows": the Windows part on another system (tests)
+BACKGROUND_MAX_S = 180.0  # finishing on its own after the recorder ended: never longer than this
 
 VERSIONS_SCRIPT = """
 import json, sys
@@ -196,8 +199,15 @@ def host_part(platform_name: str | None = None) -> HostPart:
 def main(argv: list[str]) -> int:
     bundle = Path(argv[0])
     python = argv[1] if len(argv) > 1 and argv[1] != LIFELINE_ARG else sys.executable
+    background: dict[str, Any] = {}
     if LIFELINE_ARG in argv[1:]:
-        hold_lifeline(lambda: os._exit(0), grace_s=0)  # the recorder is gone or done: so are we
+        # The recorder gone (or "stop"): so are we. "Finish on your own" (a short run ended first): go on,
+        # within BACKGROUND_MAX_S, and say so in snapshot.json.
+        def on_background() -> None:
+            background["since_ns"] = time.time_ns()
+            threading.Timer(BACKGROUND_MAX_S, lambda: os._exit(0)).start()
+
+        hold_lifeline(lambda: os._exit(0), grace_s=0, on_background=on_background)
     host = bundle / "host"
     host.mkdir(exist_ok=True)
     part = host_part()
@@ -231,7 +241,10 @@ def main(argv: list[str]) -> int:
     _record(log, "pip freeze", res)
     if res.ok:  # VCS requirements can carry credentials: git+https://user:token@host/...
         _write(host / "pip-freeze.txt", redact_value(res.stdout.decode(errors="replace")).encode())
-    atomic_write_json(host / "snapshot.json", {"python": python, "platform": part.name, "commands": log})
+    done: dict[str, Any] = {"python": python, "platform": part.name, "commands": log}
+    if background:
+        done["finished_after_the_child"] = {"since_ns": background["since_ns"], "finished_ns": time.time_ns()}
+    atomic_write_json(host / "snapshot.json", done)
     return 0
 
 

@@ -66,6 +66,7 @@ class NvmlSupervisor(threading.Thread):
         #: read the sampler's status lines on a thread (Windows) rather than by non-blocking reads
         self.threaded_reads = sys.platform == "win32" if threaded_reads is None else threaded_reads
         self._halt = threading.Event()
+        self._stop_wait = 2.0  # how long a stopping sampler may take before it is killed
         self._stuck: list[subprocess.Popen[bytes]] = []
         self.events: AppendFile | None = None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -79,9 +80,18 @@ class NvmlSupervisor(threading.Thread):
         except Exception as exc:  # never into the run
             self.on_status("nvml", {"status": "failed", "reason": f"supervisor: {type(exc).__name__}: {exc}"})
 
-    def stop(self, timeout: float = 3.0) -> None:
+    def request_stop(self, timeout: float = 3.0) -> None:
+        """Begin stopping (the sampler is told at once, and killed if not gone after ``timeout``);
+        :meth:`stop` waits."""
+        self._stop_wait = timeout
         self._halt.set()
-        self.join(timeout)
+
+    def stop(self, timeout: float = 3.0) -> None:
+        """Stop the sampler, waiting at most ``timeout``: one still finishing a call is left to end itself
+        (its lifeline is closed; the death signal ends it with the recorder) — the run's end is not held."""
+        self._stop_wait = timeout
+        self._halt.set()
+        self.join(timeout + 0.1)
 
     def _supervise(self) -> None:
         backoff = 1.0
@@ -145,7 +155,7 @@ class NvmlSupervisor(threading.Thread):
                 return "stopped"
             rc = proc.poll()
             for msg in status.take():
-                if self._handle(msg) == "unavailable":
+                if self._handle(msg, recovering=recovering_since is not None and not sampled) == "unavailable":
                     self._terminate(proc)
                     return "unavailable"
                 if msg.get("sampling") == "ok" and not sampled:
@@ -173,14 +183,15 @@ class NvmlSupervisor(threading.Thread):
                 return "recovered-then-ended" if sampled else "ended"
             time.sleep(POLL_S)
 
-    def _handle(self, msg: dict[str, Any]) -> str | None:
-        """Turn one status line of the sampler into manifest updates."""
+    def _handle(self, msg: dict[str, Any], recovering: bool = False) -> str | None:
+        """Turn one status line of the sampler into manifest updates. While a replacement has not sampled
+        yet (``recovering``) the source stays as the stuck one left it: only sampling says it recovered."""
         if msg.get("status") == "unavailable":
             reason = str(msg.get("reason", ""))
             self.on_status("nvml", {"status": "unavailable", "reason": reason})
             self.on_status("nvml_events", {"status": "unavailable", "reason": "NVML unavailable"})
             return "unavailable"
-        if msg.get("status") == "ok":
+        if msg.get("status") == "ok" and not recovering:
             self.on_status("nvml", {"status": "ok", "gpus": msg.get("gpus"), "names": msg.get("names")})
         elif "listener" in msg:
             info = {"status": msg["listener"]}
@@ -201,7 +212,7 @@ class NvmlSupervisor(threading.Thread):
             if sys.platform != "win32":
                 proc.terminate()  # SIGTERM (on Windows terminate() would be TerminateProcess)
             try:
-                proc.wait(timeout=2.0)
+                proc.wait(timeout=self._stop_wait)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 self._stuck.append(proc)

@@ -50,6 +50,7 @@ __all__ = ["SYNC_KINDS", "ClockEstimate", "ClockOffset", "KindOffset", "consiste
            "estimate", "kinds_json", "sync_key"]
 
 NS = 1_000_000_000
+_SHAPE_DIGITS = lazy_compile(r"\d+(?:\.\d+)?")
 
 #: the kinds of shared moment, in the order the report lists them, with their names in words
 SYNC_KINDS = {
@@ -113,9 +114,9 @@ def sync_key(e: Event) -> tuple[Any, ...] | None:
     element is the kind of moment (:data:`SYNC_KINDS`)."""
     a = e.attrs
     kind, msg = e.kind, e.message
-    if kind == "progress":
+    if kind == "progress":  # the same step of the same loop: its line's shape (a pipeline's roles count apart)
         step = _int(a.get("step"))
-        return ("step", step) if step is not None else None
+        return ("step", _SHAPE_DIGITS.sub("#", msg)[:48], step) if step is not None else None
     if kind == "nccl" and "Init COMPLETE" in msg:
         m = _COMM_ID.search(msg)
         return ("nccl-init", m.group(1).lower()) if m else ("nccl-init", a.get("nranks"))

@@ -22,12 +22,16 @@ from forensics.events import Event, MetricSample
 from forensics.lazy_re import lazy_compile
 from forensics.timeline.merge import Timeline
 
-__all__ = ["Bound", "TimelineFilter", "parse_bound", "parse_ranks"]
+__all__ = ["Bound", "FilterMatchedNothing", "TimelineFilter", "parse_bound", "parse_ranks"]
+
+
+class FilterMatchedNothing(UsageError):
+    """``--host``/``--rank``/``--since``/``--until`` selected nothing: the message says what exists."""
 
 _UNITS = {"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "m": 60, "min": 60, "mins": 60,
           "minute": 60, "minutes": 60, "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
           "d": 86400, "day": 86400, "days": 86400, "w": 604800, "week": 604800, "weeks": 604800}
-_PART = lazy_compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
+_PART = lazy_compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([a-z]+)")
 _RELATIVE = lazy_compile(r"^(?:(?:\d+(?:\.\d+)?)\s*[a-z]+\s*)+(?:ago)?$")
 NS = 1_000_000_000
 
@@ -158,6 +162,36 @@ class TimelineFilter:
                 return False
         return True
 
+    def _selects_something(self, timeline: Timeline, events: list[Event], metrics: list[MetricSample],
+                           window: _Window) -> None:
+        """A filter that matches nothing is bad usage, not a clean bill of health: :class:`UsageError`
+        naming the filter and what the inputs hold (a ``--host`` typo used to print NO FAILURE FOUND)."""
+        if self.hosts:
+            seen = sorted({e.host for e in timeline.events if e.host} | {m.host for m in timeline.metrics if m.host})
+            if not self.hosts & set(seen):
+                names = ", ".join(seen[:12]) + (" …" if len(seen) > 12 else "")
+                raise FilterMatchedNothing(f"--host {','.join(sorted(self.hosts))} matched no host; "
+                                           + (f"the inputs name {names}" if seen else "the inputs name no host"))
+        if self.ranks:
+            ranks = {r for e in timeline.events if (r := _rank(e)) is not None}
+            if not self.ranks & ranks:
+                from forensics.findings import number_ranges
+
+                given = number_ranges(sorted(self.ranks))
+                raise FilterMatchedNothing(f"--rank {given} matched no rank; " + (
+                    f"the inputs name rank{'s' if len(ranks) > 1 else ''} {number_ranges(sorted(ranks))}"
+                    if ranks else "the inputs name no rank"))
+        if self.since or self.until:
+            timed = [e for e in (*events, *metrics) if not (isinstance(e, Event) and e.kind == "recording")]
+            if not timed:
+                stamps = [e.ts for e in timeline.events if e.ts is not None and e.kind != "recording"]
+                stamps += [m.ts for m in timeline.metrics if m.ts is not None]
+                flags = " and ".join(f"{name} {b.text!r}" for name, b in (("--since", self.since),
+                                                                           ("--until", self.until)) if b)
+                raise FilterMatchedNothing(f"{flags} left no event; the inputs' events span "
+                                           f"{_span_text(min(stamps, default=None), max(stamps, default=None))}"
+                                           + (" (UTC)" if stamps else ""))
+
     def apply(self, timeline: Timeline) -> Timeline:
         if not self.active:
             return timeline
@@ -177,6 +211,7 @@ class TimelineFilter:
                                  f"({self.since.text if self.since else ''})")
         events = [e for e in timeline.events if self._keep(e, window)]
         metrics = [m for m in timeline.metrics if self._keep(m, window)]
+        self._selects_something(timeline, events, metrics, window)
         said = []
         if window.lo is not None:
             said.append(f"since {iso(window.lo)}")
@@ -199,6 +234,12 @@ class TimelineFilter:
         if untimed and (self.since or self.until):
             note += f" ({untimed:,} left out had no time)"
         return replace(timeline, events=events, metrics=metrics, notes=[*timeline.notes, note])
+
+
+def _span_text(lo: int | None, hi: int | None) -> str:
+    from forensics.units import iso
+
+    return f"{iso(lo)} to {iso(hi)}" if lo is not None and hi is not None else "no time"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Only this package imports textual. The app reaches data through
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,4 +29,8 @@ def run_app(paths: Sequence[str], options: Options, follow: float | None = None)
 
     app = ForensicsApp(paths, options, follow=follow)
     result = app.run()
+    if app.exit_line:
+        sys.stderr.write(f"forensics: {app.exit_line}\n")
+    if result is None and app.return_code:  # the UI itself failed (its error was printed): never 0
+        return 2
     return int(result or 0)

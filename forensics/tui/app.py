@@ -19,10 +19,10 @@ from textual.message import Message
 from textual.widgets import Footer, Header, LoadingIndicator, Static, TabbedContent, TabPane
 
 from forensics.errors import ForensicsError
+from forensics.timeline.query import EventIndex
 from forensics.tui.dialogs import HelpScreen, RawContextScreen
 from forensics.tui.evidence import EvidenceView, ShowInTimeline
 from forensics.tui.follow import Follower
-from forensics.tui.index import EventIndex
 from forensics.tui.metrics_pane import MetricsPane
 from forensics.tui.model import Model, build_model
 from forensics.tui.overview import FindingChosen, OverviewView
@@ -89,6 +89,8 @@ class ForensicsApp(App[int]):
         self._loader = loader
         self.model: Model | None = None
         self.load_error = ""
+        #: Said on stderr once the UI is gone (``run_app``): why it closed by itself.
+        self.exit_line = ""
         self._index: EventIndex | None = None
         self._index_lock = threading.Lock()
         self.sub_title = title or " ".join(self.paths)[:80]
@@ -141,6 +143,11 @@ class ForensicsApp(App[int]):
                     self.post_message(Progressed(describe(p)))
 
                 analysis = analyze(self.paths, self.options, on_progress=progress)
+                from forensics.text_report import nothing_readable, readable
+
+                if not readable(analysis):  # the one line and exit status 2, as analyze (no UI of nothing)
+                    self.call_from_thread(self._nothing_readable, nothing_readable(analysis))
+                    return
             events, samples = len(analysis.timeline.events), len(analysis.timeline.metrics)
             self.post_message(Progressed(f"arranging {events:,} events and {samples:,} samples…"))
             model = build_model(analysis)
@@ -161,7 +168,11 @@ class ForensicsApp(App[int]):
         """Show what the loader does and for how long, so a slow input never looks like a hang."""
         if self.model is None and not self.load_error:
             elapsed = time.monotonic() - self._started
-            self.query_one("#loading-text", Static).update(f"{self._loading_text}  ({elapsed:.0f} s)")
+            self.query_one("#loading-text", Static).update(Text(f"{self._loading_text}  ({elapsed:.0f} s)"))
+
+    def _nothing_readable(self, line: str) -> None:
+        self.exit_line = line
+        self.exit(EXIT_LOAD_FAILED)
 
     def _failed(self, reason: str) -> None:
         self.load_error = reason
@@ -287,10 +298,10 @@ class ForensicsApp(App[int]):
         try:
             path = write_report(self.model.analysis, self.paths, self.report_dir)
         except (OSError, ForensicsError) as exc:
-            self.call_from_thread(self.notify, f"The report was not written: {exc}", severity="error")
+            self.call_from_thread(self.notify, f"The report was not written: {exc}", severity="error", markup=False)
             return
         self.report_path = path
-        self.call_from_thread(self.notify, f"Report written to {path}", title="report")
+        self.call_from_thread(self.notify, f"Report written to {path}", title="report", markup=False)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -12,12 +12,12 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from forensics import units
 from forensics.tui.model import fmt_clock
 
-__all__ = ["BLOCKS", "braille", "bucket", "column_of", "fill_short_gaps", "fmt_range", "fmt_value", "join_width",
+__all__ = ["braille", "bucket", "column_of", "fill_short_gaps", "fmt_range", "fmt_value", "join_width",
            "marker_row", "span_mask", "sparkline", "time_axis", "value_range"]
 
-BLOCKS = " ▁▂▃▄▅▆▇█"
 _BRAILLE_BASE = 0x2800
 # Bit of each dot in a braille cell, by (column 0..1, row 0..3 from the top).
 _DOT = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
@@ -102,14 +102,7 @@ def sparkline(ts: np.ndarray, values: np.ndarray, t0: int, t1: int, width: int, 
     """One row of block characters, one per time column; blank where there is no sample."""
     mean, _, _ = bucket(ts, values, t0, t1, width)
     mean = fill_short_gaps(mean, join_width(ts, t0, t1, width))
-    out = []
-    for v in mean:
-        if not np.isfinite(v):
-            out.append(" ")
-            continue
-        level = int(round((v - lo) / (hi - lo) * 8)) if hi > lo else 8
-        out.append(BLOCKS[min(max(level, 1), 8)])
-    return "".join(out)
+    return units.sparkline(np.where(np.isfinite(mean), mean, np.nan).tolist(), lo, hi)
 
 
 def braille(ts: np.ndarray, values: np.ndarray, t0: int, t1: int, width: int, height: int,
@@ -196,8 +189,8 @@ def fmt_value(v: float, unit: str = "") -> str:
     """A compact axis label: ``512 MiB``, ``79.6 GiB``, ``72.5 W``, ``0.25``."""
     if not np.isfinite(v):
         return "n/a"
-    if unit == "MiB" and abs(v) >= 1024:
-        v, unit = v / 1024, "GiB"
+    if unit == "MiB":
+        return units.mib(float(v))
     return _with_unit(_number(v), unit)
 
 

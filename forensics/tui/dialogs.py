@@ -19,7 +19,7 @@ from textual.widgets import Input, Static
 from forensics.events import Event, TsSource
 from forensics.ingest.textdoc import Line, TextDocument
 from forensics.lazy_re import lazy_compile
-from forensics.tui.index import QueryError
+from forensics.timeline.query import QueryError
 from forensics.tui.model import fmt_stamp
 
 __all__ = ["HelpScreen", "JumpScreen", "RawContextScreen", "context_lines", "excerpt", "keys_rows", "keys_table",

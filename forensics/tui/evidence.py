@@ -113,7 +113,8 @@ def evidence_body(model: Model, position: int, document: Callable[[str], TextDoc
         parts += [Text(""), Text(reflow(f.explain))]
     parts += [Text(""), _evidence(model, f, document)]
     if f.remedy:
-        parts += [Text(""), Text("What to do", HEADING)]
+        fit = model.analysis.verdict.remedy_heading(f)
+        parts += [Text(""), Text(f"What to do ({fit})" if fit else "What to do", HEADING)]
         parts += [Text(f"{i:>3}. {reflow(step)}") for i, step in enumerate(f.remedy, 1)]
     if f.references:
         parts += [Text(""), Text("References", HEADING)]

@@ -19,6 +19,10 @@ import numpy as np
 from forensics.events import Event, MetricSample, Origin, TsSource
 from forensics.findings import Finding, Role
 from forensics.lazy_re import lazy_compile
+from forensics.units import clock_ms as fmt_clock
+from forensics.units import duration_ns as fmt_duration
+from forensics.units import mib
+from forensics.units import stamp as fmt_stamp
 
 if TYPE_CHECKING:
     from forensics.analysis import Analysis
@@ -90,18 +94,6 @@ RATE_METRICS: tuple[Metric, ...] = (
 
 
 # -- formatting -------------------------------------------------------------------------------
-def _utc(ts: int) -> datetime:
-    return datetime.fromtimestamp(ts / 1e9, UTC)
-
-
-def fmt_clock(ts: int | None) -> str:
-    """``HH:MM:SS.mmm`` in UTC, or a dash for an event with no time."""
-    if ts is None:
-        return "--:--:--.---"
-    d = _utc(ts)
-    return f"{d:%H:%M:%S}.{d.microsecond // 1000:03d}"
-
-
 def fmt_when(e: Event) -> str:
     """An event's clock (``HH:MM:SS.mmm``), or its uptime (``up 1000.784``) when only that is known."""
     if e.ts is None and e.uptime_ns is not None:
@@ -118,38 +110,14 @@ def gap_ns(a: Event, b: Event) -> int | None:
     return None
 
 
-def fmt_stamp(ts: int | None, local: bool = False) -> str:
-    """Date and time to the second: ``2024-05-01 12:05:00 UTC``, or ``(local)`` for a wall-clock time
-    whose zone the inputs did not say."""
-    if ts is None:
-        return "no time"
-    return f"{_utc(ts):%Y-%m-%d %H:%M:%S} " + ("(local)" if local else "UTC")
-
-
 def is_local(events: Iterable[Event]) -> bool:
     """Whether the earliest timed event's clock is a wall clock of unknown zone."""
     timed = [e for e in events if e.ts is not None]
     return bool(timed) and min(timed, key=lambda e: e.ts or 0).ts_source == TsSource.LOCAL
 
 
-def fmt_duration(ns: int | float) -> str:
-    """A duration a person reads at a glance: ``850 ms``, ``12.5 s``, ``10 min 2 s``, ``3 h 05 min``."""
-    s = abs(ns) / 1e9
-    if s < 0.001:
-        return f"{s * 1e6:.0f} µs"
-    if s < 1:
-        return f"{s * 1000:.0f} ms"
-    if s < 60:
-        return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
-    if s < 3600:
-        return f"{int(s // 60)} min {int(s % 60)} s"
-    if s < 86400:
-        return f"{int(s // 3600)} h {int(s % 3600 // 60):02d} min"
-    return f"{int(s // 86400)} d {int(s % 86400 // 3600)} h"
-
-
 def fmt_delta(ns: int | None) -> str:
-    """A signed gap between two events (``+600 s``); blank when unknown."""
+    """A signed gap between two events (``+10 min``, ``-850 ms``); blank when unknown."""
     if ns is None:
         return ""
     if ns == 0:
@@ -180,12 +148,6 @@ _PHASES = {"load": ("while loading the model", "while loading the model"),
 _FACT_KEYS = frozenset({"phase", "first", "oom", "tried_mib", "free_mib", "total_mib", "gpu"})
 
 
-def _mib(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        return None
-    return f"{value:,.0f} MiB" if value < 1024 else f"{value / 1024:,.1f} GiB"
-
-
 def facts_sentence(facts: Mapping[str, Any]) -> str:
     """A finding's extracted facts (``Finding.facts``) as a sentence for a person: ``CUDA out of
     memory at the first optimizer step — tried 256 MiB, 201 MiB free of 139.8 GiB``, ``Failed in the
@@ -199,7 +161,7 @@ def facts_sentence(facts: Mapping[str, Any]) -> str:
     sentence = ""
     if facts.get("oom"):
         sentence = f"{'HIP' if facts['oom'] == 'hip' else 'CUDA'} out of memory" + (f" {phase}" if phase else "")
-        tried, free, total = (_mib(facts.get(k)) for k in ("tried_mib", "free_mib", "total_mib"))
+        tried, free, total = (mib(facts.get(k), "") for k in ("tried_mib", "free_mib", "total_mib"))
         sizes = [f"tried {tried}"] if tried else []
         if free:
             sizes.append(f"{free} free" + (f" of {total}" if total else ""))

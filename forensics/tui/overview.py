@@ -18,6 +18,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from forensics.analysis import Analysis
+from forensics.escape import terminal
 from forensics.findings import Finding, Role, number_ranges
 from forensics.match.facts import oom_sentence
 from forensics.timeline.clocksync import describe_offset
@@ -287,8 +288,8 @@ def facts_text(model: Model) -> RenderableType:
     table = Table.grid(padding=(0, 1))
     table.add_column(style=MUTED, no_wrap=True)
     table.add_column(ratio=1, overflow="fold")
-    for label, value in rows:
-        table.add_row(label, value)
+    for label, value in rows:  # a str cell would be parsed as Rich markup (``paths=[/data/a]`` raised)
+        table.add_row(Text(label), value if isinstance(value, Text) else Text(terminal(value)))
     return table
 
 

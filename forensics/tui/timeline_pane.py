@@ -16,8 +16,8 @@ from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
 from forensics.events import Event
+from forensics.timeline.query import EventIndex, QueryError, parse_query, parse_time
 from forensics.tui.dialogs import JumpScreen
-from forensics.tui.index import EventIndex, QueryError, parse_query, parse_time
 from forensics.tui.model import Model, fmt_stamp, fmt_when
 from forensics.tui.timeline_view import TimelineView
 from forensics.units import fmt_dt

@@ -11,7 +11,12 @@ A parser is a small object with:
 ``detect(head)``
     0–1 confidence from the first non-empty lines of a file;
 ``parse(doc, ctx)``
-    yields :class:`~forensics.events.Event` and :class:`~forensics.events.MetricSample`.
+    yields :class:`~forensics.events.Event` and :class:`~forensics.events.MetricSample`;
+``tested_with`` (optional)
+    producer → versions whose real output the parser's samples and tests hold (``{"NCCL": ("2.8.2",)}``),
+    each taken from a real sample's own text or its case note, never guessed; read it with
+    :func:`tested_with` (``tests/test_parsers_tested_with.py`` checks every claim against the samples and
+    keeps the listing in ``docs/parsers-tested-with.md``).
 
 Parsers never raise on bad content: they skip what they cannot read and call
 ``ctx.warn``. They never drop raw text: every event's ``origin`` points at its lines.
@@ -19,13 +24,13 @@ Parsers never raise on bad content: they skip what they cannot read and call
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Any, Protocol
 
 from forensics.events import Event, MetricSample, Origin
+from forensics.ingest.reader import loads_bounded
 from forensics.ingest.textdoc import Line, TextDocument
 
 __all__ = ["ParseContext", "Parser", "Record", "json_objects", "whole_text"]
@@ -92,7 +97,7 @@ def json_objects(doc: TextDocument, ctx: ParseContext) -> Iterator[tuple[Line, d
         text = line.text.strip()
         if text:
             try:
-                obj = json.loads(text)
+                obj = loads_bounded(text)
             except (ValueError, RecursionError):  # RecursionError: nesting deeper than the stack
                 if nxt is not None:
                     ctx.warn("not a JSON line", line)
@@ -100,6 +105,16 @@ def json_objects(doc: TextDocument, ctx: ParseContext) -> Iterator[tuple[Line, d
                 if isinstance(obj, dict):
                     yield line, obj
         line = nxt
+
+
+#: Producer → versions of its real output a parser was tested on.
+TestedWith = Mapping[str, tuple[str, ...]]
+
+
+def tested_with(parser: object) -> TestedWith:
+    """A parser's ``tested_with`` (empty when it declares none)."""
+    found = getattr(parser, "tested_with", None)
+    return found if isinstance(found, Mapping) else {}
 
 
 class Parser(Protocol):

@@ -37,6 +37,7 @@ class Parsed:
     warnings: list[str] = field(default_factory=list)
     error: Exception | None = None
     recent: list[Span] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)  # how a paste of several sources was split (paste.py)
 
     def key(self) -> tuple[str, Span | None] | None:
         """What failed and where, to tell one failure from another."""

@@ -23,7 +23,7 @@ record and returns a :class:`Head` (message, stamp, host, level …). This modul
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -75,10 +75,19 @@ _PROMPT_RE = lazy_compile(
     )""",
     re.VERBOSE,
 )
+# Linear on any line: a marker that starts with a decoration character (``-- No entries``) is found after
+# a lazy run, and a rule (``-----``, ``=====``) is told by :func:`_is_rule`, not by runs that overlap.
 _ELISION_RE = lazy_compile(
-    r"^[\s>*=#-]*(?:\.{3,}|…|\[\s*(?:\.{2,}|…|/?snip|cut|truncated|omitted)[^\]]*\]|<snip>|\(snip\)|\(\.{3}\)|"
-    r"-{3,}|={3,}|```\w*|~~~\w*|-- (?:No entries|Logs begin at|Journal begins at|Journal ends at|cursor:).*)[\s>*=#-]*$"
+    r"^(?:[\s>*=#-]*(?:\.{3,}|…|\[\s*(?:\.{2,}|…|/?snip|cut|truncated|omitted)[^\]]*\]|<snip>|\(snip\)|\(\.{3}\)|"
+    r"```\w*|~~~\w*)|[\s>*=#-]*?-- (?:No entries|Logs begin at|Journal begins at|Journal ends at|cursor:).*)"
+    r"[\s>*=#-]*$"
 )
+_DECORATION = " \t\r\n\f\v>*=#-"
+
+
+def _is_rule(stripped: str) -> bool:
+    """A line of decoration holding ``---`` or ``===`` (a pasted separator)."""
+    return not stripped.strip(_DECORATION) and ("---" in stripped or "===" in stripped)
 
 
 _ANSI_RE = lazy_compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -94,7 +103,7 @@ def is_noise(text: str) -> bool:
     stripped = text.strip()
     if not stripped:
         return True
-    return bool(_ELISION_RE.match(stripped) or _PROMPT_RE.match(text))
+    return bool(_ELISION_RE.match(stripped) or _is_rule(stripped) or _PROMPT_RE.match(text))
 
 
 @dataclass(slots=True)
@@ -460,9 +469,11 @@ class KernelLogParser:
     """A kernel-log format: a reader factory plus a detector, parsed by the shared engine."""
 
     def __init__(self, name: str, samples: tuple[str, ...], reader: Callable[[ParseContext], LineReader],
-                 detect: Callable[[list[str]], float], bare: Callable[[TextDocument], bool] | None = None) -> None:
+                 detect: Callable[[list[str]], float], bare: Callable[[TextDocument], bool] | None = None,
+                 tested_with: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.name = name
         self.samples = samples
+        self.tested_with = dict(tested_with or {})
         self._reader = reader
         self._detect = detect
         self._bare = bare

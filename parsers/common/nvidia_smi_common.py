@@ -5,7 +5,7 @@ number reading, local-time stamps, and :class:`GpuFacts` — what ``nvidia-smi -
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -113,104 +113,143 @@ class GpuFacts:
 _BAD_REASONS = ("hw slowdown", "hw thermal", "hw power brake", "sw thermal")
 
 
-def facts_records(f: GpuFacts, ctx: ParseContext, ts: int | None, ts_source: TsSource,
-                  tool: str) -> Iterator[Record]:
-    """A ``gpu-info`` event with the facts, notable states as their own events, one MetricSample."""
-    gpu = f.gpu or None  # "" = a `-q` excerpt pasted without its `GPU <bus id>` line
-    base = {"tool": tool, "pci": gpu}
-    info = {k: v for k, v in {
-        "name": f.name, "uuid": f.uuid, "serial": f.serial, "vbios": f.vbios, "driver": f.driver,
-        "ecc_uncorrectable_volatile": f.ecc_unc_volatile, "ecc_uncorrectable_aggregate": f.ecc_unc_aggregate,
-        "remapped_pending": f.remap_pending, "remapped_failure": f.remap_failure,
-        "retired_pending": f.retired_pending, "recovery_action": f.recovery_action,
-        "reset_required": f.reset_required, "drain_and_reset_recommended": f.drain_reset_recommended,
-        "gen": f.link_gen, "gen_max": f.link_gen_max, "width": f.link_width, "width_max": f.link_width_max,
-        "replays": f.replays, "clock_reasons": f.clock_reasons_active or None,
-    }.items() if v is not None}
-    label = f.name or "GPU"
-    yield smi_event(ctx, f.origin, "gpu-info", f"{label} at {f.gpu or '?'}" + (f" ({f.uuid})" if f.uuid else ""),
-                    ts=ts, ts_source=ts_source, gpu=gpu, attrs={**base, **info})
+#: The ``gpu-info`` event's attrs: attr name -> GpuFacts field (None values left out).
+_INFO_ATTRS = (("name", "name"), ("uuid", "uuid"), ("serial", "serial"), ("vbios", "vbios"), ("driver", "driver"),
+               ("ecc_uncorrectable_volatile", "ecc_unc_volatile"),
+               ("ecc_uncorrectable_aggregate", "ecc_unc_aggregate"), ("remapped_pending", "remap_pending"),
+               ("remapped_failure", "remap_failure"), ("retired_pending", "retired_pending"),
+               ("recovery_action", "recovery_action"), ("reset_required", "reset_required"),
+               ("drain_and_reset_recommended", "drain_reset_recommended"), ("gen", "link_gen"),
+               ("gen_max", "link_gen_max"), ("width", "link_width"), ("width_max", "link_width_max"),
+               ("replays", "replays"))
+#: MetricSample columns read from GpuFacts fields (beside ``GpuFacts.values``); booleans become 0/1.
+_SAMPLE_COLUMNS = (("pcie_gen", "link_gen"), ("pcie_gen_max", "link_gen_max"), ("pcie_width", "link_width"),
+                   ("pcie_width_max", "link_width_max"), ("pcie_replay", "replays"),
+                   ("remapped_pending", "remap_pending"), ("remapped_failure", "remap_failure"),
+                   ("ecc_dbe_volatile", "ecc_unc_volatile"), ("ecc_sbe_volatile", "ecc_corr_volatile"))
 
-    def notable(message: str, severity: Severity, **attrs: Any) -> Event:
-        return smi_event(ctx, f.origin, "gpu-info", f"GPU {f.gpu or '?'}: {message}", ts=ts, ts_source=ts_source,
-                         severity=severity, gpu=gpu, attrs={**base, **attrs})
+Notable = tuple[str, Severity, dict[str, Any]]  # (message after "GPU <id>: ", severity, attrs)
 
-    if f.remap_pending:
-        yield notable("Remapped Rows Pending: Yes (row remap waits for a GPU reset)", Severity.WARNING,
-                      remapped_pending=True)
-    if f.remap_failure:
-        yield notable("Remapping Failure Occurred: Yes", Severity.ERROR, remapped_failure=True)
-    if f.retired_pending:
-        yield notable("Pending Page Blacklist/Retirement: Yes", Severity.WARNING, retired_pending=True)
+
+def _flag(f: GpuFacts, message: str, severity: Severity, attr: str) -> list[Notable]:
+    return [(message, severity, {attr: True})]
+
+
+def _ecc_notables(f: GpuFacts) -> list[Notable]:
+    """Uncorrectable ECC: the volatile/aggregate totals, else per-unit SRAM counts, else grepped counters."""
     unc = max(f.ecc_unc_volatile or 0, f.ecc_unc_aggregate or 0)
     sources = {k: v for k, v in f.sram_unc_sources.items() if v}
     extra = f" (SRAM sources: {', '.join(f'{k}={v:g}' for k, v in sources.items())})" if sources else ""
     parts = {k: v for k, v in f.ecc_unc_parts.items() if v}
     where = f" [{'; '.join(f'{k} {v:g}' for k, v in parts.items())}]" if parts else ""
+    out: list[Notable] = []
     if unc > 0:
         # volatile > 0: an uncorrectable error since the driver loaded (it killed work on this GPU);
         # aggregate only: the GPU's lifetime record (a risk, not this run's failure)
-        yield notable(f"uncorrectable ECC errors: volatile {f.ecc_unc_volatile or 0:g}, "
-                      f"aggregate {f.ecc_unc_aggregate or 0:g}{where}{extra}",
-                      Severity.ERROR if (f.ecc_unc_volatile or 0) > 0 else Severity.WARNING,
-                      ecc_uncorrectable_volatile=f.ecc_unc_volatile, ecc_uncorrectable_aggregate=f.ecc_unc_aggregate,
-                      ecc_uncorrectable_parts=parts, sram_sources=sources)
+        out.append((f"uncorrectable ECC errors: volatile {f.ecc_unc_volatile or 0:g}, "
+                    f"aggregate {f.ecc_unc_aggregate or 0:g}{where}{extra}",
+                    Severity.ERROR if (f.ecc_unc_volatile or 0) > 0 else Severity.WARNING,
+                    {"ecc_uncorrectable_volatile": f.ecc_unc_volatile,
+                     "ecc_uncorrectable_aggregate": f.ecc_unc_aggregate,
+                     "ecc_uncorrectable_parts": parts, "sram_sources": sources}))
     elif sources:  # the per-unit lifetime counts can be set while the totals read 0 or N/A
-        yield notable(f"uncorrectable SRAM errors recorded by unit{extra}", Severity.ERROR, sram_sources=sources)
+        out.append((f"uncorrectable SRAM errors recorded by unit{extra}", Severity.ERROR, {"sram_sources": sources}))
     unscoped = [(k, v) for k, v in f.ecc_unc_unscoped if v]
     if unscoped and unc <= 0:
-        yield notable("uncorrectable ECC error counters above zero (volatile/aggregate not shown): "
-                      + ", ".join(f"{k} {v:g}" for k, v in unscoped), Severity.ERROR,
-                      ecc_uncorrectable_unscoped=[v for _k, v in unscoped])
-    if f.retired_dbe:
-        yield notable(f"retired pages: {f.retired_dbe:g} for double-bit (uncorrectable) ECC errors"
-                      + (f", {f.retired_sbe:g} for single-bit" if f.retired_sbe else ""), Severity.WARNING,
-                      retired_dbe=f.retired_dbe, retired_sbe=f.retired_sbe)
-    if f.remap_unc_rows:
-        yield notable(f"rows remapped after uncorrectable errors: {f.remap_unc_rows:g}", Severity.WARNING,
-                      remapped_uncorrectable=f.remap_unc_rows)
-    if f.remap_banks_exhausted:
-        yield notable(f"row remapper: {f.remap_banks_exhausted:g} memory bank(s) have no spare row left "
-                      "(Bank Remap Availability Histogram: None)", Severity.WARNING,
-                      remap_banks_exhausted=f.remap_banks_exhausted)
-    if f.recovery_action and f.recovery_action.strip().lower() not in ("none", "n/a", ""):
-        yield notable(f"GPU Recovery Action: {f.recovery_action}", Severity.ERROR, recovery_action=f.recovery_action)
-    if f.reset_required:
-        yield notable("Reset Required: Yes (the driver says the GPU needs a reset)", Severity.ERROR,
-                      reset_required=True)
-    if f.drain_reset_recommended:
-        yield notable("Drain and Reset Recommended: Yes (the driver asks to drain the GPU's work and reset it)",
-                      Severity.ERROR, drain_and_reset_recommended=True)
-    if f.link_width is not None and f.link_width_max is not None and f.link_width < f.link_width_max:
-        yield smi_event(ctx, f.origin, "pcie-link",
-                        f"GPU {f.gpu or '?'}: PCIe link width x{f.link_width:g} below its maximum "
-                        f"x{f.link_width_max:g}",
-                        ts=ts, ts_source=ts_source, severity=Severity.WARNING, gpu=gpu,
-                        attrs={**base, "gen": f.link_gen, "gen_max": f.link_gen_max, "width": f.link_width,
-                               "width_max": f.link_width_max})
-    elif f.link_gen is not None and f.link_gen_max is not None and f.link_gen < f.link_gen_max:
-        yield smi_event(ctx, f.origin, "pcie-link",
-                        f"GPU {f.gpu or '?'}: PCIe Gen{f.link_gen:g} below its maximum Gen{f.link_gen_max:g} "
-                        "(normal at idle; a problem under load)",
-                        ts=ts, ts_source=ts_source, severity=Severity.INFO, gpu=gpu,
-                        attrs={**base, "gen": f.link_gen, "gen_max": f.link_gen_max, "width": f.link_width,
-                               "width_max": f.link_width_max})
+        out.append(("uncorrectable ECC error counters above zero (volatile/aggregate not shown): "
+                    + ", ".join(f"{k} {v:g}" for k, v in unscoped), Severity.ERROR,
+                    {"ecc_uncorrectable_unscoped": [v for _k, v in unscoped]}))
+    return out
+
+
+def _retired_notables(f: GpuFacts) -> list[Notable]:
+    if not f.retired_dbe:
+        return []
+    return [(f"retired pages: {f.retired_dbe:g} for double-bit (uncorrectable) ECC errors"
+             + (f", {f.retired_sbe:g} for single-bit" if f.retired_sbe else ""), Severity.WARNING,
+             {"retired_dbe": f.retired_dbe, "retired_sbe": f.retired_sbe})]
+
+
+def _recovery_notables(f: GpuFacts) -> list[Notable]:
+    if not f.recovery_action or f.recovery_action.strip().lower() in ("none", "n/a", ""):
+        return []
+    return [(f"GPU Recovery Action: {f.recovery_action}", Severity.ERROR, {"recovery_action": f.recovery_action})]
+
+
+def _clock_notables(f: GpuFacts) -> list[Notable]:
     bad = [r for r in f.clock_reasons_active if any(b in r.lower() for b in _BAD_REASONS)]
-    if bad:
-        yield notable(f"clocks held back: {', '.join(bad)}", Severity.WARNING, clock_reasons=bad)
+    return [(f"clocks held back: {', '.join(bad)}", Severity.WARNING, {"clock_reasons": bad})] if bad else []
+
+
+#: The notable states of one GPU, in the order their events are emitted (the link event, a ``pcie-link``
+#: event of its own, comes between the recovery/reset states and the clock reasons).
+_NOTABLE_BEFORE_LINK: tuple[Callable[[GpuFacts], list[Notable]], ...] = (
+    lambda f: _flag(f, "Remapped Rows Pending: Yes (row remap waits for a GPU reset)", Severity.WARNING,
+                    "remapped_pending") if f.remap_pending else [],
+    lambda f: _flag(f, "Remapping Failure Occurred: Yes", Severity.ERROR, "remapped_failure")
+    if f.remap_failure else [],
+    lambda f: _flag(f, "Pending Page Blacklist/Retirement: Yes", Severity.WARNING, "retired_pending")
+    if f.retired_pending else [],
+    _ecc_notables,
+    _retired_notables,
+    lambda f: [(f"rows remapped after uncorrectable errors: {f.remap_unc_rows:g}", Severity.WARNING,
+                {"remapped_uncorrectable": f.remap_unc_rows})] if f.remap_unc_rows else [],
+    lambda f: [(f"row remapper: {f.remap_banks_exhausted:g} memory bank(s) have no spare row left "
+                "(Bank Remap Availability Histogram: None)", Severity.WARNING,
+                {"remap_banks_exhausted": f.remap_banks_exhausted})] if f.remap_banks_exhausted else [],
+    _recovery_notables,
+    lambda f: _flag(f, "Reset Required: Yes (the driver says the GPU needs a reset)", Severity.ERROR,
+                    "reset_required") if f.reset_required else [],
+    lambda f: _flag(f, "Drain and Reset Recommended: Yes (the driver asks to drain the GPU's work and reset it)",
+                    Severity.ERROR, "drain_and_reset_recommended") if f.drain_reset_recommended else [],
+)
+
+
+def _link_event(f: GpuFacts) -> tuple[str, Severity] | None:
+    """A link below its maximum: width (a problem) before generation (normal at idle)."""
+    if f.link_width is not None and f.link_width_max is not None and f.link_width < f.link_width_max:
+        return f"PCIe link width x{f.link_width:g} below its maximum x{f.link_width_max:g}", Severity.WARNING
+    if f.link_gen is not None and f.link_gen_max is not None and f.link_gen < f.link_gen_max:
+        return (f"PCIe Gen{f.link_gen:g} below its maximum Gen{f.link_gen_max:g} "
+                "(normal at idle; a problem under load)", Severity.INFO)
+    return None
+
+
+def _sample_values(f: GpuFacts) -> dict[str, float]:
     values = dict(f.values)
-    for key, v in (("pcie_gen", f.link_gen), ("pcie_gen_max", f.link_gen_max), ("pcie_width", f.link_width),
-                   ("pcie_width_max", f.link_width_max), ("pcie_replay", f.replays)):
+    for column, name in _SAMPLE_COLUMNS:
+        v = getattr(f, name)
         if v is not None:
-            values[key] = v
-    if f.remap_pending is not None:
-        values["remapped_pending"] = float(f.remap_pending)
-    if f.remap_failure is not None:
-        values["remapped_failure"] = float(f.remap_failure)
-    if f.ecc_unc_volatile is not None:
-        values["ecc_dbe_volatile"] = f.ecc_unc_volatile
-    if f.ecc_corr_volatile is not None:
-        values["ecc_sbe_volatile"] = f.ecc_corr_volatile
+            values[column] = float(v)
+    return values
+
+
+def facts_records(f: GpuFacts, ctx: ParseContext, ts: int | None, ts_source: TsSource,
+                  tool: str) -> Iterator[Record]:
+    """A ``gpu-info`` event with the facts, notable states as their own events (:data:`_NOTABLE_BEFORE_LINK`,
+    the link, the clock reasons), one MetricSample."""
+    gpu = f.gpu or None  # "" = a `-q` excerpt pasted without its `GPU <bus id>` line
+    base = {"tool": tool, "pci": gpu}
+    info = {attr: v for attr, name in _INFO_ATTRS if (v := getattr(f, name)) is not None}
+    if f.clock_reasons_active:
+        info["clock_reasons"] = f.clock_reasons_active
+    label = f.name or "GPU"
+    yield smi_event(ctx, f.origin, "gpu-info", f"{label} at {f.gpu or '?'}" + (f" ({f.uuid})" if f.uuid else ""),
+                    ts=ts, ts_source=ts_source, gpu=gpu, attrs={**base, **info})
+
+    def notable(message: str, severity: Severity, attrs: dict[str, Any], kind: str = "gpu-info") -> Event:
+        return smi_event(ctx, f.origin, kind, f"GPU {f.gpu or '?'}: {message}", ts=ts, ts_source=ts_source,
+                         severity=severity, gpu=gpu, attrs={**base, **attrs})
+
+    for states in _NOTABLE_BEFORE_LINK:
+        for message, severity, attrs in states(f):
+            yield notable(message, severity, attrs)
+    if link := _link_event(f):
+        yield notable(*link, {"gen": f.link_gen, "gen_max": f.link_gen_max, "width": f.link_width,
+                              "width_max": f.link_width_max}, kind="pcie-link")
+    for message, severity, attrs in _clock_notables(f):
+        yield notable(message, severity, attrs)
+    values = _sample_values(f)
     if values and f.gpu:  # an excerpt without its GPU line names no GPU to chart
         yield MetricSample(ts=ts, ts_source=ts_source, gpu=f.gpu, values=values, origin=f.origin,
                            host=ctx.host, source=ctx.source)

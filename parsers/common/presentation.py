@@ -62,7 +62,7 @@ _HOSTLIKE = lazy_compile(r"(?:^|[\s\[(/])([A-Za-z][\w.-]*[A-Za-z0-9])\s*[:|]\s*$
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1?\d?\d)"
 _IPV4_LABEL = lazy_compile(rf"(?:^|[\s\[(/])({_OCTET}(?:\.{_OCTET}){{3}})\s*[:|]\s*$")
 _POD = lazy_compile(r"\bpod/([\w.-]+)")
-_ONLY_NUMBER = lazy_compile(r"^\s*\[?(\d{1,6})\]?\s*[:|]?\s*$")
+_ONLY_NUMBER = lazy_compile(r"^\s*\[?(\d{1,6})\]?\s*(?:[:|]\s*)?$")
 _NUMBER = lazy_compile(r"\d+")
 #: A collector's stamp: a whole date first (kubectl, docker --timestamps), not a logger's clock time.
 _DATED = lazy_compile(r"^[ \t]*\[?\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d")
@@ -117,6 +117,7 @@ class Presentation:
     span: list[int] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     stamps: list[int | None] = field(default_factory=list)
+    _parts_cache: tuple[int, tuple[str, int | None]] | None = field(default=None, repr=False, compare=False)
 
     def _count(self) -> int:
         return len(self.raw_line) if self.raw_line is not None else len(self.doc.line_starts())
@@ -142,13 +143,26 @@ class Presentation:
         return raw[i] + max(0, raw_len - peeled_len)
 
     def _peeled_parts(self, i: int) -> tuple[str, int | None]:
-        """(label, stamp ns) of peeled line ``i``."""
+        """(label, stamp ns) of peeled line ``i`` (the last one asked for is kept: the records of one
+        line ask for it in a row)."""
         if self.raw_line is not None:
             return (self.labels[i] if self.labels else ""), (self.stamps[i] if self.stamps else None)
+        if self._parts_cache is not None and self._parts_cache[0] == i:
+            return self._parts_cache[1]
+        parts = self._raw_parts(i)
+        self._parts_cache = (i, parts)
+        return parts
+
+    def _raw_parts(self, i: int) -> tuple[str, int | None]:
         starts = self.raw.line_starts()
         if i >= len(starts):
             return "", None
-        text = self.raw.lines_at(starts[i], i + 1)[0].text
+        # Prefixes are at the line's start: its first PREFIX_BYTES are decoded, never a whole long line
+        # (a 900 kB line holding a thousand records was decoded once per record).
+        start = starts[i]
+        nl = self.raw.data.find(b"\n", start, start + PREFIX_BYTES)
+        end = nl if nl >= 0 else min(len(self.raw.data), start + PREFIX_BYTES)
+        text = bytes(self.raw.data[start:end]).decode("utf-8", "replace").rstrip("\r")  # (normalised UTF-8)
         if self.colour:
             text = _SGR.sub("", text)
         label, stamp = "", None
@@ -223,6 +237,12 @@ class Presentation:
 
 R = TypeVar("R", Event, MetricSample)
 
+#: Bytes of a raw line's start in which its prefixes (label, stamp, line number) are looked for.
+PREFIX_BYTES = 4096
+
+
+_RANK_WORD = re.compile(r"(?<![\w.])(?:rank|Rank|RANK) ?(\d{1,6})\b")
+
 
 def label_fields(label: str) -> tuple[int | None, str | None]:
     """(rank, host) named by a launcher label: ``rank=``/``pid=``/``ip=`` pairs, a bare number
@@ -233,6 +253,8 @@ def label_fields(label: str) -> tuple[int | None, str | None]:
     kv = dict(_KV.findall(label))
     rank = int(kv["rank"]) if "rank" in kv and kv["rank"].isdigit() else None
     host = kv.get("host") or kv.get("node") or kv.get("ip")
+    if rank is None and (named := _RANK_WORD.search(label)):  # "[rank 1]", "Rank 3:"
+        rank = int(named.group(1))
     if rank is None:
         m = _ONLY_NUMBER.match(label)
         if m:
@@ -314,8 +336,10 @@ def _pattern(prefixes: Sequence[str]) -> re.Pattern[str]:
 
 
 def _consecutive(values: Sequence[str]) -> bool:
+    """Line numbers: each one more than the last, never the same twice (``node00:`` … ``node07:`` in turn
+    count up too, but come round again: writers' labels)."""
     nums = [int(m.group()) for v in values if (m := _NUMBER.search(v))]
-    if len(nums) < MIN_LINES:
+    if len(nums) < MIN_LINES or len(set(nums)) < 0.9 * len(nums):
         return False
     steps = sum(1 for a, b in zip(nums, nums[1:], strict=False) if b == a + 1)
     return steps >= 0.8 * (len(nums) - 1)
@@ -343,11 +367,24 @@ def _framed(lines: Sequence[str], prefixes: Sequence[str]) -> bool:
 
 
 def _counter(prefixes: Sequence[str]) -> bool:
-    """Prefixes whose numbers only ever grow, taking several values: a step or epoch counter."""
+    """Prefixes whose numbers only ever grow, taking several values: a step or epoch counter (two values
+    apart, ``node01:`` then ``node07:``, are two writers one after the other)."""
     nums = [tuple(int(n) for n in _NUMBER.findall(p)) for p in prefixes]
-    if len(set(nums)) < 2 or not all(nums):
+    values = sorted(set(nums))
+    if len(values) < 2 or not all(nums):
+        return False
+    if len(values) == 2 and values[1][-1] - values[0][-1] > 1:
         return False
     return all(a <= b for a, b in zip(nums, nums[1:], strict=False))
+
+
+def _few_writers(prefixes: Sequence[str]) -> bool:
+    """Few values (a quarter of the lines at most), or each seen again (one label per rank of a job that
+    printed a couple of lines per rank: ``node03:`` on its init line and on its timeout)."""
+    counts = Counter(p.strip() for p in prefixes)
+    if len(counts) <= max(4, len(prefixes) // 4):
+        return True
+    return sum(1 for n in counts.values() if n >= 2) >= 0.8 * len(counts)
 
 
 def _structure(prefix: str) -> bool:
@@ -357,9 +394,15 @@ def _structure(prefix: str) -> bool:
 
 def _flood(found: Sequence[tuple[str, int]]) -> bool:
     """The same record over and over (an assert per CUDA thread): what follows the "prefix" hardly
-    varies either, so the prefix is content."""
+    varies either, so the prefix is content — unless the prefixes are a few writers taking turns
+    (``node03:`` … ``node07:`` again and again, each printing the same few records: ranks of one job)."""
     rests = [_NUMBER.sub("", ln[end:]) for ln, end in found]
-    return len(set(rests)) <= max(1.0, 0.03 * len(rests))
+    if len(set(rests)) > max(1.0, 0.03 * len(rests)):
+        return False
+    prefixes = [ln[:end].strip() for ln, end in found]
+    writers = set(prefixes)
+    turns = sum(a != b for a, b in zip(prefixes, prefixes[1:], strict=False))
+    return not (2 <= len(writers) <= max(4, len(prefixes) // 4) and turns >= len(prefixes) // 2)
 
 
 def _detect(lines: list[str]) -> tuple[str, float]:
@@ -421,7 +464,7 @@ def _learn_rule(lines: list[str], after_label: bool = False) -> Rule | None:
             continue  # a column of numbers (a table), not a label: a label ends in ':', '|' or a bracket
         elif _counter(prefixes):
             continue  # Epoch[60], Epoch[61] …: a counter the records carry, not the writer's label
-        elif not _DATE_TIME.search(prefixes[0]) and len(set(p.strip() for p in prefixes)) <= max(4, len(prefixes) // 4):
+        elif not _DATE_TIME.search(prefixes[0]) and _few_writers(prefixes):
             if all(_FIELD_NAME.match(p) for p in prefixes):
                 continue  # the record's own field names, not a writer's label
             kind = "label"

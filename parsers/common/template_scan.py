@@ -54,6 +54,7 @@ from forensics.parsers.common.templates import (
 )
 
 from forensics.ingest import lineindex, preload, textdoc
+from forensics.ingest.literals import scratch_for
 from forensics.lazy_re import lazy_compile
 
 if TYPE_CHECKING:
@@ -77,6 +78,10 @@ LEARN_MIN = 64
 MAX_ROUNDS = 4
 #: Progress lines the sampling aims to hand over per file (the thinner keeps ~2k of them).
 SAMPLED_TARGET = 2560
+#: A sampled template's first lines, all read (its series kept whole while it is rare).
+SAMPLED_MIN = 256
+#: A template is rare when at most this small a share (1/RARE_SHARE) of a chunk's sampled lines.
+RARE_SHARE = 16
 
 
 _TOKEN = lazy_compile(rb"[A-Za-z0-9]+")
@@ -215,7 +220,8 @@ def _multi_find(data: bytes, lits: list[bytes]) -> list[tuple[int, int]]:
     db = textdoc._hs_database(tuple(lits)) if len(data) >= 4096 else None
     if db is not None:
         found: list[tuple[int, int]] = []
-        db.scan(data, match_event_handler=lambda i, _f, to, _fl, _c: found.append((i, to)))  # type: ignore[attr-defined]
+        db.scan(data, match_event_handler=lambda i, _f, to, _fl, _c: found.append((i, to)),  # type: ignore[attr-defined]
+                scratch=scratch_for(db))
         return found
     out: list[tuple[int, int]] = []
     for i, lit in enumerate(lits):
@@ -249,6 +255,10 @@ def _distinct(values: Any) -> Any:
     return ordered[np.concatenate((np.ones(1, bool), ordered[1:] != ordered[:-1]))]
 
 
+#: Lines of one template read one by one for a rank inside the message (the rest of a bigger group is not).
+MESSAGE_RANK_LINES = 1 << 17
+
+
 def _ranks(data: Any, starts: Any) -> set[int]:
     """The ranks named in the prefixes of the lines at ``starts`` (all of one template), read in numpy.
 
@@ -262,9 +272,9 @@ def _ranks(data: Any, starts: Any) -> set[int]:
     if not len(starts):
         return set()
     m = RAW_RANK.match(data, int(starts[0]))
-    if m is None:
-        return set()
-    group = next(g for g in (1, 2, 3) if m.group(g) is not None)
+    if m is None:  # a rank inside the message (c10d's ``[Rank 3]``): its column moves, read line by line
+        return {r for start in starts[:MESSAGE_RANK_LINES].tolist() if (r := raw_rank(data, start)) is not None}
+    group = next(g for g in (1, 2, 3, 4) if m.group(g) is not None)
     arr = np.frombuffer(data, np.uint8)
     last = len(arr) - 1
     col = starts + (m.start(group) - m.start())
@@ -305,13 +315,14 @@ class _Prepared(NamedTuple):
     blocks: Any  # newlines in each lineindex.BLOCK from the chunk's first block (for the line index)
 
 
-def _prepare(data: Data, start: int, end: int, raw_lits: list[bytes] | None) -> _Prepared:
-    """The C-level part of a chunk's plan: keys, groups, line starts, ranks, raw literal hits."""
+def _prepare(data: Data, start: int, end: int, raw_lits: list[bytes] | None, pooled: bool = False) -> _Prepared:
+    """The C-level part of a chunk's plan: keys, groups, line starts, ranks, raw literal hits
+    (``pooled``: while worker processes prepare chunks, a mapped file's pages are given back)."""
     import numpy as np
 
     raw = data[start:end]
     release = getattr(data, "release", None)  # a mapped file: give the pages back (a worker's own mapping)
-    if release is not None and _SHARED is not None:
+    if release is not None and pooled:
         release(start, end)
     keys = raw.translate(None, DIGITS).split(b"\n")
     if raw.endswith(b"\n"):
@@ -331,7 +342,7 @@ def _prepare(data: Data, start: int, end: int, raw_lits: list[bytes] | None) -> 
     blocks = np.bincount((newlines + start) // lineindex.BLOCK - start // lineindex.BLOCK)
     ranks: dict[int, set[int]] = {}
     for g in np.flatnonzero(sizes > 1).tolist():
-        if RAW_RANK.match(raw, int(line_starts[firsts[g]])) is not None:
+        if raw_rank(raw, int(line_starts[firsts[g]])) is not None:
             ranks[g] = _ranks(raw, line_starts[order[bounds[g]:bounds[g + 1]]])
     pairs = _raw_pairs(raw, line_starts, raw_lits) if raw_lits else None
     return _Prepared(start, end, list(first), local, order, bounds, line_starts, ranks, pairs, blocks)
@@ -506,13 +517,24 @@ MAX_WORKERS = 8
 #: Chunks handed to the workers before the parser has read any (more as soon as it waits for one),
 #: where the workers and the parser would share CPUs; with a CPU to spare, every worker starts busy.
 AHEAD_FIRST = 3
-_SHARED: tuple[Any, list[bytes]] | None = None  # (the document's bytes, raw literals), for forked workers
+#: In a worker process only: (the document's bytes, raw literals), given at its start (never set in the
+#: parent, where two analyses in two threads would each overwrite the other's before their workers fork).
+_SHARED: tuple[Any, list[bytes]] | None = None
+
+
+def _start_worker(parent: int, data: Any, raw_lits: list[bytes]) -> None:
+    """A forked worker's start: die with ``parent``, and keep this analysis's document (forked, not copied)."""
+    global _SHARED
+    from forensics import orphans
+
+    orphans.die_with(parent)
+    _SHARED = (data, raw_lits)
 
 
 def _prepare_shared(start: int, end: int) -> _Prepared:
     assert _SHARED is not None
     data, lits = _SHARED
-    return _prepare(data, start, end, lits)
+    return _prepare(data, start, end, lits, pooled=True)
 
 
 def scan_workers(size: int) -> int:
@@ -563,7 +585,6 @@ PARALLEL_GROWTH = 1.25
 def _prepared(data: Any, bounds: list[tuple[int, int]], raw_lits: list[bytes], workers: int) -> Iterator[_Prepared]:
     """Each chunk prepared, in order: here, or by ``workers`` forked processes a few chunks ahead
     (any failure of theirs — no fork, a killed worker — and the chunk is prepared here instead)."""
-    global _SHARED
     if workers <= 1:
         for start, end in bounds:
             yield _prepare(data, start, end, None)
@@ -572,56 +593,50 @@ def _prepared(data: Any, bounds: list[tuple[int, int]], raw_lits: list[bytes], w
     import os
     from concurrent.futures import Future, ProcessPoolExecutor
 
-    from forensics import orphans
-
-    _SHARED = (data, raw_lits)
     if raw_lits:
         textdoc._hs_database(tuple(raw_lits))  # compiled before the fork: every worker has it
     pending: deque[tuple[int, int, Future[_Prepared] | None]] = deque()  # None: to prepare here
     pending.append((*bounds[0], None))  # the first chunk here, while the workers start
     todo = iter(bounds[1:])
-    try:
-        # Each worker dies with this process: one left writing a result nobody reads would wait for ever.
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                                 initializer=orphans.die_with, initargs=(os.getpid(),)) as pool:
+    # Each worker dies with this process: one left writing a result nobody reads would wait for ever.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                             initializer=_start_worker, initargs=(os.getpid(), data, raw_lits)) as pool:
 
-            def submit() -> bool:
-                nxt = next(todo, None)
-                if nxt is None:
-                    return False
-                try:
-                    pending.append((*nxt, pool.submit(_prepare_shared, *nxt)))
-                except Exception:  # a broken pool: the rest here
-                    pending.append((*nxt, None))
-                return True
-
-            # Chunks in flight: as many as keep the parser from waiting. Where it shares the CPUs
-            # with the workers, a parser slower than one worker (a kernel log's records) keeps two
-            # or three busy, not all of them racing ahead for the CPU it needs itself; with a CPU
-            # to spare all start busy. One that waits gets one more, up to twice the workers.
-            ahead = _ahead_first(workers)
+        def submit() -> bool:
+            nxt = next(todo, None)
+            if nxt is None:
+                return False
             try:
+                pending.append((*nxt, pool.submit(_prepare_shared, *nxt)))
+            except Exception:  # a broken pool: the rest here
+                pending.append((*nxt, None))
+            return True
+
+        # Chunks in flight: as many as keep the parser from waiting. Where it shares the CPUs
+        # with the workers, a parser slower than one worker (a kernel log's records) keeps two
+        # or three busy, not all of them racing ahead for the CPU it needs itself; with a CPU
+        # to spare all start busy. One that waits gets one more, up to twice the workers.
+        ahead = _ahead_first(workers)
+        try:
+            while len(pending) < ahead and submit():
+                pass
+            while pending:
+                start, end, fut = pending.popleft()
+                prepared = None
+                if fut is not None:
+                    if not fut.done():
+                        ahead = min(2 * workers, ahead + 1)
+                    try:
+                        prepared = fut.result()
+                    except Exception:  # a worker that died or failed: this chunk here
+                        prepared = None
                 while len(pending) < ahead and submit():
                     pass
-                while pending:
-                    start, end, fut = pending.popleft()
-                    prepared = None
-                    if fut is not None:
-                        if not fut.done():
-                            ahead = min(2 * workers, ahead + 1)
-                        try:
-                            prepared = fut.result()
-                        except Exception:  # a worker that died or failed: this chunk here
-                            prepared = None
-                    while len(pending) < ahead and submit():
-                        pass
-                    yield prepared if prepared is not None else _prepare(data, start, end, raw_lits)
-            finally:  # also when the parser stops early: what is queued is not prepared for nothing
-                for *_, queued in pending:
-                    if queued is not None:
-                        queued.cancel()
-    finally:
-        _SHARED = None
+                yield prepared if prepared is not None else _prepare(data, start, end, raw_lits, pooled=True)
+        finally:  # also when the parser stops early: what is queued is not prepared for nothing
+            for *_, queued in pending:
+                if queued is not None:
+                    queued.cancel()
 
 
 def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: int = 2000,
@@ -641,6 +656,7 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
     scan = _ChunkScan(templates, plan, table, limit, size)
     raw_lits = [lit for lit, _ in plan.raw]
     n_sampled = 0
+    rare: dict[int, int] = {}  # per sampled template: its lines so far
     first_no = 1  # the number of the chunk's first line
     released = 0  # pages before this offset given back
     block_counts = np.zeros(size // lineindex.BLOCK + 1, np.int64)
@@ -669,6 +685,14 @@ def visits(doc: TextDocument, templates: Templates, plan: VisitPlan, *, limit: i
                 every *= 2
             fixed += [sampled_only[(np.arange(len(sampled_only)) + n_sampled) % every == 0], sampled_only[-1:]]
             n_sampled += len(sampled_only)
+            # A rare template's lines are all read up to SAMPLED_MIN of them: a pipeline's monitor line is
+            # not drowned by 2,048 ranks' step lines.
+            of = gids[prep.local[sampled_only]]
+            for g, n in zip(*np.unique(of, return_counts=True), strict=True):
+                seen = rare.get(int(g), 0)
+                if seen < SAMPLED_MIN and n * RARE_SHARE <= len(sampled_only):
+                    fixed.append(sampled_only[of == g][:SAMPLED_MIN - seen])
+                rare[int(g)] = seen + int(n)
         every_fixed = _distinct(np.concatenate(fixed)) if fixed else np.zeros(0, np.int64)
         groups = np.flatnonzero(strong).tolist()
         # In rounds: up to where the templates new in this chunk have been read FULL times, then the

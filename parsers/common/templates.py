@@ -50,7 +50,7 @@ MAX_TEMPLATE_BYTES = 2048
 MAX_TEMPLATES = 50_000
 
 #: ``[rank3]:`` (torch), ``host:pid:tid [3]`` (NCCL), ``3:`` (srun --label) at a line's start.
-RAW_RANK = lazy_compile(rb"\s*(?:\[rank(\d+)\]|[\w.-]+:\d+:\d+ \[(\d+)\]|(\d+): )")
+RAW_RANK = lazy_compile(rb"\s*(?:\[rank(\d+)\]|\[default(\d+)\]|[\w.-]+:\d+:\d+ \[(\d+)\]|(\d+): )")
 
 
 DIGITS = b"0123456789"
@@ -62,12 +62,21 @@ def template_key(raw: bytes) -> bytes:
     return raw.translate(None, DIGITS)
 
 
+#: A rank inside the message, near its start: c10d's ``[Rank 3]``, ``[rank 3]``, ``rank=3``.
+RAW_MESSAGE_RANK = lazy_compile(rb"(?<![\w.])(?:\[(?:Rank|rank|RANK)[ :=]?(\d{1,6})\]|(?:rank|RANK)=(\d{1,6})\b)")
+#: How far into a line a rank inside the message is looked for.
+MESSAGE_HEAD = 200
+
+
 def raw_rank(data: Data, start: int, end: int | None = None) -> int | None:
-    """The rank a raw line names in its prefix (``[rank3]:``, NCCL's ``host:pid:tid [3]``, ``3: ``)."""
+    """The rank a raw line names in its prefix (``[rank3]:``, ``[default3]:``, NCCL's ``host:pid:tid [3]``,
+    ``3: ``), else near the start of its message (``[Rank 3]``, ``rank=3``): a counted line keeps its rank."""
     m = RAW_RANK.match(data, start) if end is None else RAW_RANK.match(data, start, end)
-    if m is None:
-        return None
-    return int(m.group(1) or m.group(2) or m.group(3))
+    if m is not None:
+        return int(m.group(1) or m.group(2) or m.group(3) or m.group(4))
+    stop = start + MESSAGE_HEAD if end is None else min(end, start + MESSAGE_HEAD)
+    m = RAW_MESSAGE_RANK.search(data, start, stop)
+    return int(m.group(1) or m.group(2)) if m is not None else None
 
 
 @dataclass(slots=True)

@@ -38,7 +38,7 @@ _PG = (
     re.compile(r"\[Rank (?P<rank>\d+)\]"),
 )
 _WORK = lazy_compile(r"WorkNCCL\(((?:[^()]|\([^()]*\))*)\)")
-_WORK_FIELD = lazy_compile(r"(\w+(?:\(ms\))?)=([^,]+)")
+_WORK_FIELD = lazy_compile(r"(?<!\w)(\w+(?:\(ms\))?)=([^,]+)")
 _WORK_KEYS = {"SeqNum": "seq", "OpType": "op_type", "NumelIn": "numel_in", "NumelOut": "numel_out",
               "Timeout(ms)": "timeout_ms"}
 #: The watchdog's work numbers in every wording seen (catalog-framework §1.4, §2.10):

@@ -234,7 +234,7 @@ def _aer(text: str) -> KernelInfo:
 
 
 _LINK_RE = lazy_compile(
-    r"([\d.]+) Gb/s available PCIe bandwidth, limited by ([\d.]+) GT/s PCIe x(\d+) link at "
+    r"(?<![\d.])([\d.]+) Gb/s available PCIe bandwidth, limited by ([\d.]+) GT/s PCIe x(\d+) link at "
     r"([0-9a-f:.]+) \(capable of ([\d.]+) Gb/s with ([\d.]+) GT/s PCIe x(\d+) link\)"
 )
 _GEN_BY_SPEED = {"2.5": 1, "5.0": 2, "5": 2, "8.0": 3, "8": 3, "16.0": 4, "16": 4, "32.0": 5, "32": 5, "64.0": 6,
@@ -305,7 +305,7 @@ def mark_link_devices(events: list[Any]) -> list[Any]:
 _DMAR_DEV_RE = lazy_compile(r"Request device \[([0-9a-fA-F:.]+)\]")
 _DMAR_REASON_RE = lazy_compile(r"\[fault reason (0x)?([0-9a-fA-F]+)\]\s*(.*)")
 _AMDVI_DEV_RE = lazy_compile(r"device=([0-9a-fA-F:.]+)")
-_SUPPRESSED_RE = lazy_compile(r"(\d+) callbacks suppressed")
+_SUPPRESSED_RE = lazy_compile(r"(?<!\d)(\d+) callbacks suppressed")
 
 
 def _is_iommu_fault(text: str) -> bool:

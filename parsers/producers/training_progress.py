@@ -32,13 +32,14 @@ _DICT_KEYS = {"loss": "loss", "train_loss": "loss", "grad_norm": "grad_norm", "l
               "train_samples_per_second": "samples_s", "train_steps_per_second": "it_s",
               "num_input_tokens_seen": "tokens_seen"}
 
-_TQDM = lazy_compile(r"(?P<n>\d+)/(?P<total>\d+|\?)\s*\[(?P<elapsed>[\d:]+)<(?P<remaining>[\d:?]*),\s*"
+_TQDM = lazy_compile(r"(?<!\d)(?P<n>\d+)/(?P<total>\d+|\?)\s*\[(?P<elapsed>[\d:]+)<(?P<remaining>[\d:?]*),\s*"
                      r"(?P<rate>[\d.]+|\?)\s*(?P<unit>[A-Za-z/]+)(?:,\s*(?P<post>[^\]]*))?\]")
-_TQDM_DESC = lazy_compile(r"^\s*(?P<desc>.*?)\s*:?\s*(?:\d+%)?\s*(?:\|.*|[━╸╺─█▏▎▍▌▋▊▉#].*)?$")
-_POST_PAIR = lazy_compile(r"([\w.]+)=(" + _NUM + r")")
+#: Where a tqdm bar starts: the description is what comes before it (see :func:`_tqdm_desc`).
+_BAR_START = lazy_compile(r"[|━╸╺─█▏▎▍▌▋▊▉#]")
+_POST_PAIR = lazy_compile(r"(?<![\w.])([\w.]+)=(" + _NUM + r")")
 
 _RATE = lazy_compile(
-    r"(?P<v>\d[\d,]*(?:\.\d+)?)\s*(?P<mult>[KkMG](?=\s*(?:tok|sample|it)))?\s*"
+    r"(?<![\d,]),*(?P<v>\d[\d,]*(?:\.\d+)?)\s*(?:(?P<mult>[KkMG](?=\s*(?:tok|sample|it)))\s*)?"
     r"(?P<unit>tok(?:en)?s?/s(?:ec)?|it/s|s/it|samples?/s(?:ec)?|sec/step|s/step|ms/step|ms/it)\b"
 )
 _KEYED_RATES = (
@@ -48,11 +49,11 @@ _KEYED_RATES = (
     ("tokens_s", re.compile(r"tokens_per_second'?[:=]\s*(" + _NUM + r")")),
     ("ms_it", re.compile(r"elapsed time per iteration \(ms\):\s*(" + _NUM + r")")),
 )
-_STEP = lazy_compile(r"(?<![\w/])(?:global_step|step|Step|iteration|iter|Steps|steps)\s*[:=]?\s*(\d+)(?:\s*/\s*(\d+))?"
-                     r"(?![\w.%])")
-_LOSS = lazy_compile(r"(?<![\w/])(?:lm loss|train_loss|avr_loss|loss|Loss)\s*[:=]?\s*(" + _NUM + r")(?![\w])")
-_GRAD = lazy_compile(r"(?<![\w/])grad[_ ]norm\s*[:=]?\s*(" + _NUM + r")")
-_LR = lazy_compile(r"(?<![\w/])(?:lr|learning rate|learning_rate)\s*[:=]?\s*\[?(" + _NUM + r")")
+_STEP = lazy_compile(r"(?<![\w/])(?:global_step|step|Step|iteration|iter|Steps|steps)\s*(?:[:=]\s*)?(\d+)"
+                     r"(?:\s*/\s*(\d+))?(?![\w.%])")
+_LOSS = lazy_compile(r"(?<![\w/])(?:lm loss|train_loss|avr_loss|loss|Loss)\s*(?:[:=]\s*)?(" + _NUM + r")(?![\w])")
+_GRAD = lazy_compile(r"(?<![\w/])grad[_ ]norm\s*(?:[:=]\s*)?(" + _NUM + r")")
+_LR = lazy_compile(r"(?<![\w/])(?:lr|learning rate|learning_rate)\s*(?:[:=]\s*)?\[?(" + _NUM + r")")
 _OVERFLOW = lazy_compile(r"OVERFLOW! Rank (\d+) Skipping step\. Attempted loss scale: ([\d.]+), reducing to ([\d.]+)")
 _DYN_SCALE = lazy_compile(r"Reducing dynamic loss scale from ([\d.]+) to ([\d.]+)")
 _GRAD_OVERFLOW = lazy_compile(r"Grad overflow on iteration (\d+)")
@@ -106,6 +107,16 @@ def _hf_dict(text: str, out: dict[str, Any]) -> bool:
     return found
 
 
+def _tqdm_desc(prefix: str) -> str:
+    """A tqdm line's description: what comes before its bar (``|``, ``━`` …), without the ``NN%`` and the
+    ``:`` before it (``Epoch 1: 45%|███`` → ``Epoch 1``). Linear, unlike the one regex it replaces."""
+    bar = _BAR_START.search(prefix)
+    text = (prefix[: bar.start()] if bar else prefix).rstrip()
+    if text.endswith("%") and text[:-1].rstrip("0123456789") != text[:-1]:
+        text = text[:-1].rstrip("0123456789").rstrip()
+    return text.removesuffix(":").strip()
+
+
 def _tqdm(text: str, out: dict[str, Any]) -> bool:
     m = _TQDM.search(text)
     if not m:
@@ -113,9 +124,9 @@ def _tqdm(text: str, out: dict[str, Any]) -> bool:
     out["step"] = int(m.group("n"))
     if m.group("total") != "?":
         out["total"] = int(m.group("total"))
-    d = _TQDM_DESC.match(text[: m.start()])
-    if d and d.group("desc").strip():
-        out["desc"] = d.group("desc").strip()[:80]
+    desc = _tqdm_desc(text[: m.start()])
+    if desc:
+        out["desc"] = desc[:80]
     rate = m.group("rate")
     if rate != "?":
         value = _num(rate)

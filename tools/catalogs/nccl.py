@@ -465,6 +465,11 @@ def extract(root: Path) -> list[dict[str, Any]]:
             add({"_base": base, "_stem": path.stem.replace("_", "-"), "format": fmt, "text": text,
                  "where": f"{rel}:{line}", "level": level})
     entries += _error_strings_of(root / "src" / "init.cc")
+    ras = root / "src" / "ras" / "client_support.cc"
+    if ras.is_file():
+        for line, fmt in _ras_report_lines(ras.read_text(errors="replace")):
+            add({"_base": "ras-report", "_stem": "ras", "format": fmt, "text": to_text(fmt),
+                 "where": f"src/ras/client_support.cc:{line}", "level": "RAS"})
     pinned = _version(root)
     if pinned != _OLDER_FOR:
         return entries  # the older wordings below were checked against v2.30.7 only
@@ -477,6 +482,27 @@ def extract(root: Path) -> list[dict[str, Any]]:
         entries.append({"id": f"{base}@{last}", "format": fmt, "text": to_text(fmt),
                         "where": f"{where} (v{last}-1)", "level": level, "versions": [first, last]})
     return entries
+
+
+def _ras_report_lines(src: str) -> list[tuple[int, str]]:
+    """(line, format) of the one-line texts the RAS client's report prints (``rasOutAppend``), level ``RAS``:
+    what ``ncclras`` shows of a job's communicators (ranks with different operation counts or status,
+    errors on ranks, missing and dead processes). Multi-line tables and headers are left out."""
+    code = _strip_comments(src)
+    found: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for m in re.finditer(r"(?<![\w])rasOutAppend\s*\(", code):
+        args = _call_args(code, m.end() - 1)
+        fmt = _format_of(args[0], set()) if args else None
+        if fmt is None:
+            continue
+        fmt = fmt.strip("\n")
+        words = re.findall(r"[A-Za-z]{3,}", to_text(fmt))
+        if "\n" in fmt or fmt in seen or len(words) < 2 or fmt.lstrip().startswith(('"', "{", "}", "[", "]")):
+            continue  # multi-line tables, the JSON report, a row of numbers
+        seen.add(fmt)
+        found.append((code.count("\n", 0, m.start()) + 1, fmt.strip()))
+    return found
 
 
 def _error_strings_of(init: Path) -> list[dict[str, Any]]:

@@ -16,9 +16,12 @@ signatures anchor on with ``kinds = ["derived"]`` and ``literals = ["[<detector>
 | ``nccl-desync`` / ``rank-behind`` | c10d events | see :mod:`.ranks` |
 | ``rank-behind`` / ``nccl-desync`` / ``hang-stack`` | stack dumps | see :mod:`.stacks` |
 | ``stunted-workers`` | ``gpu-process`` events | workers that started alike on one GPU grew apart (:mod:`.stunted`) |
+| ``idle-workers`` | ``gpu-process`` events | processes idle to the end (SM 0 %) beside busy peers (:mod:`.stunted`) |
 | ``gpu-odd-one-out`` | metrics | last minute: idle GPUs of the job with much less memory than peers (***) |
 | ``rank-silent`` | progress events | ranks whose progress stopped long before their peers' in one run (***) |
 | ``throughput-drop`` | progress, run boundaries | also: a restarted run at ≤ 60 % of the previous run's rate (****) |
+| ``rank-silent`` | ``rank-activity`` events | workers whose lines stopped while peers went on (:mod:`.stopped`) |
+| ``queue-backpressure`` | progress lines | a pipeline's queues filled up or drained (:mod:`.queues`) |
 
 ``no-progress``, ``throughput-drop`` and ``rank-silent`` read run boundaries (:mod:`.runs`): a
 stream that ended at a restart is observed until the restart, and runs are compared, not merged.
@@ -33,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from forensics.events import Event
-from forensics.match.detectors.frames import forget_frames
+from forensics.match.detectors.context import DetectorContext, active
 from forensics.match.detectors.gpu_metrics import (
     clock_throttle,
     gpu_idle_while_peers_busy,
@@ -44,11 +47,13 @@ from forensics.match.detectors.gpu_metrics import (
 from forensics.match.detectors.odd_one_out import gpu_odd_one_out, rank_silent
 from forensics.match.detectors.oom_margin import memory_margin_oom
 from forensics.match.detectors.progress import no_progress, throughput_drop
+from forensics.match.detectors.queues import queue_backpressure
 from forensics.match.detectors.ranks import cross_rank
 from forensics.match.detectors.recorder_health import nvml_unresponsive
-from forensics.match.detectors.runs import boundaries_of, forget_boundaries, throughput_across_runs
+from forensics.match.detectors.runs import boundaries_of, throughput_across_runs
 from forensics.match.detectors.stacks import stack_dumps
-from forensics.match.detectors.stunted import silent_stunted_ranks, stunted_workers
+from forensics.match.detectors.stopped import missing_waiters, stopped_workers
+from forensics.match.detectors.stunted import idle_workers, silent_stunted_ranks, stunted_workers
 from forensics.timeline.merge import Timeline
 
 __all__ = ["DETECTORS", "live_stall_thresholds", "run_detectors"]
@@ -81,6 +86,28 @@ def _no_progress(t: Timeline) -> list[Event]:
     return [] if _clean_exit(t.events) else no_progress(t.events, _end_of_observation(t), boundaries_of(t.events))
 
 
+def _rank_silent(t: Timeline) -> list[Event]:
+    """Ranks whose progress stopped, then workers whose own lines stopped (:mod:`.stopped`)."""
+    bounds = boundaries_of(t.events)
+    by_progress = rank_silent(t.events, bounds)
+    return by_progress + stopped_workers(t.events, bounds, stunted_workers(t.events) + idle_workers(t.events),
+                                         by_progress)
+
+
+def _cross_rank(t: Timeline) -> list[Event]:
+    """Ranks that fell behind or ran another collective; workers named by node or process only, too."""
+    found = cross_rank(t.events)
+    return found + missing_waiters(t.events, found)
+
+
+def _workers_on_gpus(t: Timeline) -> list[Event]:
+    """Per-process memory and utilization: stunted and idle workers, and the silent ranks they explain."""
+    bounds = boundaries_of(t.events)
+    loss = bool(throughput_drop(t.events, bounds) or throughput_across_runs(t.events, bounds)
+                or queue_backpressure(t.events))
+    return stunted_workers(t.events) + idle_workers(t.events, corroborated=loss) + silent_stunted_ranks(t.events)
+
+
 DETECTORS: tuple[tuple[str, Callable[[Timeline], list[Event]]], ...] = (
     ("gpu-idle-while-peers-busy", lambda t: gpu_idle_while_peers_busy(t.metrics)),
     ("spinning-collective", lambda t: spinning_collective(t.metrics)),
@@ -91,24 +118,25 @@ DETECTORS: tuple[tuple[str, Callable[[Timeline], list[Event]]], ...] = (
     ("throughput-drop", lambda t: throughput_drop(t.events, boundaries_of(t.events))
      + throughput_across_runs(t.events, boundaries_of(t.events))),
     ("gpu-odd-one-out", lambda t: gpu_odd_one_out(t.metrics, t.events)),
-    ("rank-silent", lambda t: rank_silent(t.events, boundaries_of(t.events))),
+    ("rank-silent", _rank_silent),
+    ("queue-backpressure", lambda t: queue_backpressure(t.events)),
     ("nvml-unresponsive", lambda t: nvml_unresponsive(t.events)),
-    ("cross-rank", lambda t: cross_rank(t.events)),
+    ("cross-rank", _cross_rank),
     ("stack-dumps", lambda t: stack_dumps(t.events)),
-    ("stunted-workers", lambda t: stunted_workers(t.events) + silent_stunted_ranks(t.events)),
+    ("stunted-workers", _workers_on_gpus),
 )
 
 
 def run_detectors(timeline: Timeline) -> tuple[list[Event], list[str]]:
     """Every detector's derived events, and a warning for any detector that failed
-    (a detector bug costs that detector, not the analysis)."""
+    (a detector bug costs that detector, not the analysis). What the detectors share lives in one
+    :class:`~.context.DetectorContext` of this call, never seen by another analysis."""
     out: list[Event] = []
     warnings: list[str] = []
-    for name, detect in DETECTORS:
-        try:
-            out.extend(detect(timeline))
-        except Exception as exc:  # noqa: BLE001 - reported, never raised into the analysis
-            warnings.append(f"detector {name} failed: {type(exc).__name__}: {exc}")
-    forget_frames()
-    forget_boundaries()
+    with active(DetectorContext()):
+        for name, detect in DETECTORS:
+            try:
+                out.extend(detect(timeline))
+            except Exception as exc:  # noqa: BLE001 - reported, never raised into the analysis
+                warnings.append(f"detector {name} failed: {type(exc).__name__}: {exc}")
     return out, warnings

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from forensics.events import Event, Origin, Severity, TsSource
+from forensics.units import duration_ns as fmt_duration  # one wording for durations (forensics/units.py)
 
 __all__ = ["derived", "fmt_duration", "fmt_num", "gpu_label"]
 
@@ -38,15 +39,6 @@ def fmt_num(x: float) -> str:
     if abs(x) >= 10 or x == int(x):
         return f"{x:.0f}"
     return f"{x:.2g}" if abs(x) < 1 else f"{x:.1f}"
-
-
-def fmt_duration(ns: int) -> str:
-    s = ns / 1e9
-    if s < 120:
-        return f"{s:.0f} s"
-    if s < 7200:
-        return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
 
 
 def gpu_label(gpu: str) -> str:

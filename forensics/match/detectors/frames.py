@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from forensics.events import MetricSample
+from forensics.match.detectors.context import memo
 
-__all__ = ["SPARSE_FRAMES", "Frame", "Run", "forget_frames", "frames_by_host", "sustained_runs"]
+__all__ = ["SPARSE_FRAMES", "Frame", "Run", "frames_by_host", "sustained_runs"]
 
 FRAME_SPAN_NS = 2 * 10**9
 #: A capture with at most this many frames is a set of snapshots, not a series.
@@ -85,24 +86,10 @@ class Run:
         return out
 
 
-_last: tuple[Sequence[MetricSample], int, dict[str, list[Frame]]] | None = None
-
-
 def frames_by_host(samples: Sequence[MetricSample]) -> dict[str, list[Frame]]:
     """Frames per host (or per input file when the host is unknown), in time order.
-    The last result is kept, since every metric detector asks for the same frames."""
-    global _last
-    if _last is not None and _last[0] is samples and _last[1] == len(samples):
-        return _last[2]
-    out = _build_frames(samples)
-    _last = (samples, len(samples), out)
-    return out
-
-
-def forget_frames() -> None:
-    """Drop the kept frames (and the samples they point to) once the detectors are done."""
-    global _last
-    _last = None
+    Kept for the analysis (:mod:`.context`), since every metric detector asks for the same frames."""
+    return memo("frames", samples, _build_frames)
 
 
 def _build_frames(samples: Sequence[MetricSample]) -> dict[str, list[Frame]]:

@@ -23,8 +23,9 @@ SMALL_REQUEST_MIB = 512.0
 
 _SIZE = r"(\d+(?:\.\d+)?)\s*(GiB|MiB|KiB|GB|MB|KB|bytes|B)\b"
 _TRIED = lazy_compile(r"Tried to allocate " + _SIZE)
-_TOTAL = lazy_compile(r"total capacity of " + _SIZE + r"|" + _SIZE + r" total capacity")
-_FREE = lazy_compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free")
+# (?<!\d): a number starts where digits start (the same leftmost match, found in linear time)
+_TOTAL = lazy_compile(r"total capacity of " + _SIZE + r"|(?<!\d)" + _SIZE + r" total capacity")
+_FREE = lazy_compile(r"of which " + _SIZE + r" is free|(?<!\d)" + _SIZE + r" free")
 _UNIT_MIB = {"GiB": 1024.0, "GB": 1000**3 / 2**20, "MiB": 1.0, "MB": 1000**2 / 2**20, "KiB": 1 / 1024,
              "KB": 1000 / 2**20, "B": 1 / 2**20, "bytes": 1 / 2**20}
 

@@ -29,13 +29,15 @@ from forensics.findings import number_ranges
 from forensics.match.detectors.common import derived
 from forensics.values import as_int as _int
 
-__all__ = ["cross_rank"]
+__all__ = ["counted_ranks", "cross_rank", "is_wait"]
 
 #: Without process-group names, SeqNums further apart than this belong to different groups.
 SEQ_NEAR = 64
 #: No job has this many ranks: a larger rank or world size is a garbled number, not evidence
 #: (``[Rank 4294967296]`` once made ``range(world)`` take all the machine's memory).
 MAX_RANKS = 1 << 20
+#: Runs of ranks a sentence lists before "… (N more)" (a sentence stays bounded at 2048 ranks).
+MAX_PARTS = 12
 
 
 @dataclass(frozen=True)
@@ -81,13 +83,56 @@ def _pg(e: Event) -> str | None:
     return m.group(0) if m else str(pg)
 
 
+#: A rank waiting in a gloo collective that timed out (gloo's own wording, in a traceback or a C++ line).
+_GLOO_WAIT = re.compile(r"gloo\S*:\d+\] Timed out waiting (\d+)ms for (?:send|recv) operation|"
+                        r"\[[^\]]*gloo[^\]]*\] (?:Connection closed by peer|Read error|Timed out)")
+#: The collective a traceback's frames were in (``distributed_c10d.py:all_reduce``).
+_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier", "all_to_all", "reduce",
+                "gather", "scatter", "send", "recv", "monitored_barrier", "all_gather_into_tensor",
+                "reduce_scatter_tensor", "all_gather_object", "broadcast_object_list")
+
+
+def counted_ranks(e: Event) -> list[int]:
+    """Every rank an event stands for: its own, and those of the lines its template counted
+    (``ranks`` / ``repeat_ranks``, parsers/common/templates.py)."""
+    out: set[int] = set()
+    rank = _rank(e)
+    if rank is not None:
+        out.add(rank)
+    for key in ("ranks", "repeat_ranks"):
+        values = e.attrs.get(key)
+        if isinstance(values, list | tuple):
+            out.update(r for r in values if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < MAX_RANKS)
+    return sorted(out)
+
+
+def _gloo_wait(e: Event) -> _Wait | None:
+    rank = _rank(e)
+    if rank is None or e.kind not in ("traceback", "log", "cuda-error") or not _GLOO_WAIT.search(e.text):
+        return None
+    frames = [str(f) for f in e.attrs.get("frames") or []]
+    op = next((f.rsplit(":", 1)[-1] for f in reversed(frames)
+               if "distributed_c10d" in f and f.rsplit(":", 1)[-1] in _COLLECTIVES), None)
+    return _Wait(e, rank, None, None, op, None, None, None)
+
+
+def is_wait(e: Event) -> bool:
+    """A record of its writer waiting in a collective (a watchdog record, a gloo timeout)."""
+    if e.kind == "c10d":
+        return bool(e.attrs.get("timeout") or e.attrs.get("op_type"))
+    return e.kind in ("traceback", "log", "cuda-error") and _GLOO_WAIT.search(e.text) is not None
+
+
 def _waits(events: Iterable[Event]) -> list[_Wait]:
     out = []
     for e in events:
         if e.kind != "c10d":
+            gloo = _gloo_wait(e)
+            if gloo is not None:
+                out.append(gloo)
             continue
-        rank = _rank(e)
-        if rank is None:
+        ranks = counted_ranks(e)
+        if not ranks:
             continue
         state = e.attrs.get("state")
         if state is not None and str(state) == "completed":
@@ -96,24 +141,29 @@ def _waits(events: Iterable[Event]) -> list[_Wait]:
         op = e.attrs.get("op_type")
         if seq is None and op is None and e.attrs.get("last_enqueued") is None:
             continue
-        out.append(_Wait(e, rank, _pg(e), seq, str(op) if op else None, _int(e.attrs.get("numel_in")),
-                         _int(e.attrs.get("numel_out")), _int(e.attrs.get("last_enqueued"))))
+        first = _rank(e)
+        for rank in ranks:  # a counted line stands for the same wait on each rank it was seen on
+            out.append(_Wait(e, rank, _pg(e), seq, str(op) if op else None, _int(e.attrs.get("numel_in")),
+                             _int(e.attrs.get("numel_out")),
+                             _int(e.attrs.get("last_enqueued")) if rank == first else None))
     return out
 
 
-def _world(events: Sequence[Event]) -> int | None:
-    """The number of ranks, from NCCL/c10d attrs, else from the highest rank seen."""
+def _world(events: Sequence[Event]) -> tuple[int | None, bool]:
+    """The number of ranks, from NCCL/c10d attrs (stated), else from the highest rank seen waiting or
+    writing its own labelled lines (``rank-activity``; inferred)."""
     sizes = [n for e in events for key in ("nranks", "world_size")
              if (n := _int(e.attrs.get(key))) is not None and 0 < n <= MAX_RANKS]
     if sizes:
-        return max(sizes)
-    ranks = [r for e in events if (r := _rank(e)) is not None]
-    return max(ranks) + 1 if ranks else None
+        return max(sizes), True
+    ranks = [r for e in events if e.kind in ("c10d", "rank-activity") or _gloo_wait(e) is not None
+             for r in counted_ranks(e)]
+    return (max(ranks) + 1 if ranks else None), False
 
 
 def _label(ranks: Iterable[int]) -> str:
     rs = sorted(set(ranks))
-    return f"rank{'s' if len(rs) > 1 else ''} {number_ranges(rs)}"
+    return f"rank{'s' if len(rs) > 1 else ''} {number_ranges(rs, max_parts=MAX_PARTS)}"
 
 
 def _first_per_rank(waits: Sequence[_Wait]) -> dict[int, _Wait]:
@@ -174,13 +224,15 @@ def _event(detector: str, sentence: str, waits: Sequence[_Wait], attrs: dict[str
 
 def cross_rank(events: Sequence[Event]) -> list[Event]:
     waits = _waits(events)
-    if len({w.rank for w in waits}) < 2 and not any(w.last_enqueued is not None for w in waits):
+    writing = {r for e in events if e.kind == "rank-activity" for r in counted_ranks(e)}
+    if len({w.rank for w in waits}) < 2 and not any(w.last_enqueued is not None for w in waits) \
+            and not (waits and writing - {w.rank for w in waits}):
         return []
     pgs = {w.pg for w in waits}
     by_pg: dict[str | None, list[_Wait]] = defaultdict(list)
     for w in waits:
         by_pg[w.pg if None not in pgs else None].append(w)
-    world = _world(events)
+    world, stated = _world(events)
     out: list[Event] = []
     for pg, pg_waits in by_pg.items():
         per = _first_per_rank(pg_waits)
@@ -194,7 +246,7 @@ def cross_rank(events: Sequence[Event]) -> list[Event]:
                                "groups": [{"ranks": sorted(w.rank for w in g), "seq": g[0].seq,
                                            "op_type": g[0].op, "numel_in": g[0].numel_in} for g in groups]}))
             continue
-        behind = _behind(per, world, pg is not None)
+        behind = _behind(per, world, pg is not None, writing, stated)
         if behind:
             ranks, why = behind
             waiting = sorted(r for r in per if r not in ranks)
@@ -210,8 +262,12 @@ def cross_rank(events: Sequence[Event]) -> list[Event]:
     return out
 
 
-def _behind(per: dict[int, _Wait], world: int | None, pg_known: bool) -> tuple[list[int], str] | None:
-    """The ranks that fell behind and why, or None when the reports do not single them out."""
+def _behind(per: dict[int, _Wait], world: int | None, pg_known: bool,
+            writing: set[int] | frozenset[int] = frozenset(), stated: bool = True) -> tuple[list[int], str] | None:
+    """The ranks that fell behind and why, or None when the reports do not single them out. Missing
+    ranks are named when the job's size is stated (NCCL's nranks); when it is only inferred from the
+    ranks seen, or one rank alone waits, only missing ranks whose own lines are among the inputs
+    (``writing``): their output is there, and it says nothing of waiting."""
     seqs = [w.seq for w in per.values() if w.seq is not None]
     target = max(seqs) if seqs else None
     if target is not None:
@@ -224,12 +280,16 @@ def _behind(per: dict[int, _Wait], world: int | None, pg_known: bool) -> tuple[l
         if earliest < target and near and 2 * len(stuck_early) < len(per):
             return stuck_early, (f"{_pronoun(stuck_early)} {'is' if len(stuck_early) == 1 else 'are'} still in "
                                  f"SeqNum {earliest}, which the others completed")
-    if world is None or len(per) < 2:
+    if world is None or not per:
         return None
     if world - len(per) > max(1, world // 4):  # too many absent to name (and never a huge range)
         return None
     absent = sorted(set(range(world)) - set(per))
+    if (len(per) < 2 or not stated) and not set(absent) <= writing:
+        return None
     if absent and len(absent) <= max(1, world // 4):
+        if not seqs:  # gloo and other waits without a SeqNum
+            return absent, f"{_pronoun(absent)} reported no wait of {'their' if len(absent) > 1 else 'its'} own"
         return absent, f"{_pronoun(absent)} reported no stuck collective"
     return None
 

@@ -26,8 +26,9 @@ from statistics import median
 from forensics.events import Event
 from forensics.lazy_re import lazy_compile
 from forensics.match.detectors.common import derived, fmt_num
+from forensics.match.detectors.context import memo
 
-__all__ = ["BOUNDARY_LITERALS", "Boundary", "boundaries_of", "forget_boundaries", "run_boundaries", "run_index",
+__all__ = ["BOUNDARY_LITERALS", "Boundary", "boundaries_of", "run_boundaries", "run_index",
            "throughput_across_runs"]
 
 #: Lines that can mark a new run; also passed to the parsers as notable literals so they become events.
@@ -140,22 +141,9 @@ def _file_restarts(progress: Sequence[Event], announced: Sequence[int] = ()) -> 
     return out
 
 
-_last: tuple[Sequence[Event], int, list[Boundary]] | None = None
-
-
 def boundaries_of(events: Sequence[Event]) -> list[Boundary]:
-    """:func:`run_boundaries`, kept for the last ``events`` (every detector asks for the same)."""
-    global _last
-    if _last is not None and _last[0] is events and _last[1] == len(events):
-        return _last[2]
-    found = run_boundaries(events)
-    _last = (events, len(events), found)
-    return found
-
-
-def forget_boundaries() -> None:
-    global _last
-    _last = None
+    """:func:`run_boundaries`, kept for the analysis (:mod:`.context`; every detector asks for the same)."""
+    return memo("boundaries", events, run_boundaries)
 
 
 def _progress_between(progress: Sequence[Event], a: int, b: int) -> bool:

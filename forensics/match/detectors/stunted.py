@@ -20,32 +20,120 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from forensics.events import Event
-from forensics.match.detectors.common import derived, fmt_num
+from forensics.match.detectors.common import derived, fmt_duration, fmt_num
 
-__all__ = ["stunted_workers"]
+__all__ = ["idle_workers", "stunted_workers"]
 
 MIN_GROUP = 3
 STUNTED_RATIO = 0.8
+#: Per-process utilization: readings needed, an idle process's SM % (at most) and a busy one's (at least).
+MIN_UTIL_READINGS = 5
+IDLE_SM = 0.0
+BUSY_SM = 5.0
+#: How long a process must have sat idle, to the end of the recording.
+MIN_IDLE_NS = 10 * 10**9
 
 
-def stunted_workers(events: Sequence[Event]) -> list[Event]:
+def _per_gpu(events: Sequence[Event]) -> dict[tuple[str | None, str | None], list[Event]]:
     per_gpu: dict[tuple[str | None, str | None], list[Event]] = defaultdict(list)
     for e in events:
         if e.kind == "gpu-process" and isinstance(e.attrs.get("plateaus"), list | tuple):
             per_gpu[(e.host, e.gpu)].append(e)
+    return per_gpu
+
+
+def _groups(procs: Sequence[Event], min_group: int = MIN_GROUP) -> list[frozenset[int]]:
+    """The finest sets of processes that pass through one footprint (workers running the same code)."""
+    members: dict[float, frozenset[int]] = defaultdict(frozenset)
+    for p in procs:
+        for value in p.attrs["plateaus"]:
+            members[float(value)] |= {int(p.attrs["pid"])}
+    groups = {g for g in members.values() if len(g) >= min_group}
+    return sorted((g for g in groups if not any(other < g for other in groups)), key=sorted)
+
+
+def _busy(e: Event) -> bool | None:
+    """Whether a process works at the end (None: no utilization readings)."""
+    if int(e.attrs.get("util_readings") or 0) < MIN_UTIL_READINGS:
+        return None
+    return float(e.attrs.get("sm_last") or 0.0) >= BUSY_SM
+
+
+def _idle(e: Event) -> bool:
+    """It worked, then sat idle to the end of the recording for at least :data:`MIN_IDLE_NS`."""
+    since, last = e.attrs.get("idle_since"), e.attrs.get("util_last_ts", e.attrs.get("last_ts"))
+    return (_busy(e) is False and float(e.attrs.get("sm_peak") or 0.0) > IDLE_SM and isinstance(since, int)
+            and isinstance(last, int) and last - since >= MIN_IDLE_NS)
+
+
+def idle_workers(events: Sequence[Event], corroborated: bool = False) -> list[Event]:
+    """``idle-workers``: processes of one GPU that worked and then sat idle to the end while peers that
+    started alike (or, without such a group, the GPU's other processes) kept working — the per-process
+    utilization tells an idle process on a busy GPU. Memory frozen at its peak is named as such (a
+    worker stuck after growing to its cap), apart from memory that never grew (``stunted-workers``).
+    ``corroborated``: the job shows the loss (a throughput that fell, silent ranks), so it is evidence,
+    not a risk (attr ``corroborated``)."""
     out: list[Event] = []
-    for (host, gpu), procs in per_gpu.items():
-        members: dict[float, frozenset[int]] = defaultdict(frozenset)
+    for (host, gpu), procs in _per_gpu(events).items():
         by_pid = {int(p.attrs["pid"]): p for p in procs}
+        members: dict[float, frozenset[int]] = defaultdict(frozenset)
         for p in procs:
             for value in p.attrs["plateaus"]:
                 members[float(value)] |= {int(p.attrs["pid"])}
-        groups = {g for g in members.values() if len(g) >= MIN_GROUP}
-        finest = [g for g in groups if not any(other < g for other in groups)]
-        for group in sorted(finest, key=sorted):
+        working = {pid for pid, p in by_pid.items() if _busy(p)}
+        chosen: set[frozenset[int]] = set()
+        for pid in sorted(pid for pid, p in by_pid.items() if _idle(p)):
+            # the smallest set of processes that started alike with it and holds one that still works
+            alike = [g for g in members.values() if pid in g and g & working]
+            chosen.add(min(alike, key=len) if alike else frozenset(by_pid))
+        for group in sorted(chosen, key=sorted):
+            idle = sorted(pid for pid in group if _idle(by_pid[pid]))
+            busy = sorted(pid for pid in group if _busy(by_pid[pid]))
+            if not idle or not busy:
+                continue
+            frozen = [pid for pid in idle
+                      if float(by_pid[pid].attrs["last_mib"]) >= float(by_pid[pid].attrs["peak_mib"])
+                      and int(by_pid[pid].attrs.get("frozen_since") or 0) <= int(by_pid[pid].attrs["idle_since"])]
+            mibs = [float(by_pid[pid].attrs["last_mib"]) for pid in idle]
+            span = fmt_num(min(mibs)) if min(mibs) == max(mibs) else f"{fmt_num(min(mibs))}–{fmt_num(max(mibs))}"
+            quiet = min(int(by_pid[p].attrs.get("util_last_ts") or by_pid[p].attrs["last_ts"])
+                        - int(by_pid[p].attrs["idle_since"]) for p in idle)
+            work = max(float(by_pid[p].attrs.get("sm_last") or 0) for p in busy)
+            memory = (f"their memory frozen at {'its' if len(idle) == 1 else 'their'} peak, {span} MiB"
+                      if len(frozen) == len(idle) else f"holding {span} MiB")
+            where = f"GPU {gpu}" if gpu else "the GPU"
+            peers = "its peer works" if len(busy) == 1 else f"{len(busy)} peers work"
+            sentence = (f"on {where}, {len(idle)} of {len(group)} worker processes sit idle (0 % SM for the last "
+                        f"{fmt_duration(quiet)}) with {memory}, while {peers} at up to {fmt_num(work)} % "
+                        f"(pids {', '.join(map(str, idle))})")
+            first = by_pid[idle[0]]
+            since = min(int(by_pid[p].attrs["idle_since"]) for p in idle)
+            out.append(derived("idle-workers", sentence, origin=first.origin, ts=since,
+                               end_ts=max(int(by_pid[p].attrs["last_ts"]) for p in group),
+                               ts_source=first.ts_source, source=first.source, host=host, gpu=gpu,
+                               attrs={"stunted_pids": idle, "busy_pids": busy, "frozen_pids": frozen,
+                                      "group_size": len(group), "idle_mib": mibs, "corroborated": corroborated}))
+    return out
+
+
+def _still_printing(events: Sequence[Event]) -> set[int]:
+    """Pids of workers whose own lines went on to the end (their last line among the last tenth of all labelled
+    lines, ``rank-activity``): a worker that keeps printing has not died, whatever its memory."""
+    return {e.pid for e in events if e.kind == "rank-activity" and e.pid is not None
+            and int(e.attrs.get("seq_last") or 0) >= 0.9 * (int(e.attrs.get("seq_total") or 0) - 1)}
+
+
+def stunted_workers(events: Sequence[Event]) -> list[Event]:
+    out: list[Event] = []
+    printing = _still_printing(events)
+    for (host, gpu), procs in _per_gpu(events).items():
+        by_pid = {int(p.attrs["pid"]): p for p in procs}
+        for group in _groups(procs):
             peaks = {pid: float(by_pid[pid].attrs["peak_mib"]) for pid in group}
             top = max(peaks.values())
-            stunted = sorted(pid for pid, peak in peaks.items() if peak < STUNTED_RATIO * top)
+            stunted = sorted(pid for pid, peak in peaks.items() if peak < STUNTED_RATIO * top
+                             and _busy(by_pid[pid]) is not True  # a worker that works is not stunted
+                             and pid not in printing)
             if not stunted:
                 continue
             grown = sorted(pid for pid in group if pid not in stunted)
@@ -71,7 +159,7 @@ def silent_stunted_ranks(events: Sequence[Event]) -> list[Event]:
     per-process memory shows the same number of stunted workers in a group of the same size. Either
     alone is ambiguous (a program may log progress on one rank only; a worker may hold less memory);
     both together name the ranks."""
-    stunted = stunted_workers(events)
+    stunted = stunted_workers(events) + idle_workers(events)
     if not stunted:
         return []
     progressed: dict[tuple[str, int], list[Event]] = defaultdict(list)  # per file: runs are compared apart

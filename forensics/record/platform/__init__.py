@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from forensics.record.tee import StreamTee
 from forensics.record.writer import AppendFile
 
-__all__ = ["ChildLike", "ExitStatusLike", "KeeperLike", "Platform", "current"]
+__all__ = ["ChildLike", "ExitStatusLike", "KeeperLike", "Platform", "TeeRunner", "current"]
 
 
 class ExitStatusLike(Protocol):
@@ -45,6 +45,18 @@ class KeeperLike(Protocol):
 
     def child_started(self, pid: int) -> None: ...
     def release(self) -> None: ...
+    def hand_over(self) -> None: ...
+
+
+class TeeRunner(Protocol):
+    """A thread that reads one or more of the child's streams (:class:`forensics.record.tee.TeeGroup`,
+    or a Windows ``BlockingTee``)."""
+
+    def start(self) -> None: ...
+    def join(self, timeout: float | None = None) -> None: ...
+    def is_alive(self) -> bool: ...
+    def stop_when_quiet(self, grace_s: float) -> None: ...
+    def halt(self) -> None: ...
 
 
 class ChildLike(Protocol):
@@ -83,6 +95,8 @@ class Platform(Protocol):
 
     def tee(self, name: str, src_fd: int, echo_fd: int, log: AppendFile, idx: AppendFile,
             batch_s: float = 0.0) -> StreamTee: ...
+
+    def tee_runners(self, tees: Sequence[StreamTee], batch_s: float) -> list[TeeRunner]: ...
 
     def host_events(self, bundle: Path, on_status: Callable[[str, dict[str, Any]], None],
                     files: Callable[[AppendFile], AppendFile]) -> HostEvents | None: ...

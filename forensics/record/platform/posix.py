@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from forensics.record.tee import StreamTee
+from forensics.record.tee import StreamTee, TeeGroup, same_destination
 from forensics.record.writer import AppendFile
 
 __all__ = ["PosixPlatform"]
@@ -28,6 +28,19 @@ class PosixPlatform:
     def tee(self, name: str, src_fd: int, echo_fd: int, log: AppendFile, idx: AppendFile,
             batch_s: float = 0.0) -> StreamTee:
         return StreamTee(name, src_fd, echo_fd, log, idx, batch_s=batch_s)
+
+    def tee_runners(self, tees: Sequence[StreamTee], batch_s: float) -> list[Any]:
+        """One reading thread per destination: streams whose echoes lead to one place (``> log 2>&1``)
+        share one, which keeps their lines whole (:mod:`forensics.record.lineorder`)."""
+        groups: list[list[StreamTee]] = []
+        for t in tees:
+            for g in groups:
+                if t.echo_fd is not None and g[0].echo_fd is not None and same_destination(t.echo_fd, g[0].echo_fd):
+                    g.append(t)
+                    break
+            else:
+                groups.append([t])
+        return [TeeGroup(g, batch_s=batch_s) for g in groups]
 
     def host_events(self, bundle: Path, on_status: Callable[[str, dict[str, Any]], None],
                     files: Callable[[AppendFile], AppendFile]) -> Any:

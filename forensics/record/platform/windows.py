@@ -187,6 +187,10 @@ class WindowsPlatform:
             batch_s: float = 0.0) -> StreamTee:
         return BlockingTee(name, src_fd, echo_fd, log, idx)
 
+    def tee_runners(self, tees: Sequence[StreamTee], batch_s: float) -> list[Any]:
+        """Each stream its own blocking reader (a pipe cannot be polled there)."""
+        return list(tees)
+
     def query_tool(self) -> EventQuery | None:
         root = self.env.get("SystemRoot", r"C:\Windows")
         for tool, exe, sub in (("wevtutil", "wevtutil.exe", ""),

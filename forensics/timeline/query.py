@@ -5,7 +5,8 @@ integer codes for source, host, GPU, kind, rank) plus, built on first use, the
 messages joined into one buffer: a text or regex filter scans that buffer once and
 maps hits back to events by offset, instead of testing a million strings one by one.
 
-The filter language of the timeline's filter bar (:func:`parse_query`)::
+The filter language of the TUI's timeline filter bar and the MCP server's ``timeline`` tool
+(:func:`parse_query`)::
 
     host:node-a  gpu:6,7  rank:0-3  source:kmsg  kind:xid  sev:error   words  /regex/  re:regex
 
