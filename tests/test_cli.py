@@ -18,8 +18,9 @@ def test_binary_only_input_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     p = tmp_path / "junk.bin"
     p.write_bytes(bytes(range(256)) * 64)
     assert main(["analyze", "--format", "json", str(p)]) == 2
-    out = json.loads(capsys.readouterr().out)
-    assert out["sources"][0]["kind"] == "binary"
+    got = capsys.readouterr()
+    assert got.out == ""  # nothing readable: one line, never a report of nothing
+    assert got.err.count("\n") == 1 and "nothing readable" in got.err and "binary" in got.err
 
 
 def test_json_contract_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -105,8 +105,10 @@ def read_machine(events: Iterable[Event]) -> Machine:
     return machine
 
 
-_VENDOR = lazy_compile(r"^NVIDIA Corporation (?:Device [0-9a-f]{4} )?|\s*\[10de:[0-9a-f]{4}\].*$|\s*\(rev [0-9a-f]+\)$")
-_BRACKETED = lazy_compile(r"\[([^\]]+)\]")
+# (?<!\s): a run of spaces is tried from its first space only (linear on adversarial lines)
+_VENDOR = lazy_compile(r"^NVIDIA Corporation (?:Device [0-9a-f]{4} )?|(?:(?<!\s)\s+)?\[10de:[0-9a-f]{4}\].*$"
+                       r"|(?:(?<!\s)\s+)?\(rev [0-9a-f]+\)$")
+_BRACKETED = lazy_compile(r"\[([^\[\]]+)\]")  # an innermost bracket: "[[[[" fails at once at each "["
 
 
 def _short(name: str) -> str:
