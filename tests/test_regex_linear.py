@@ -48,7 +48,8 @@ def _patterns() -> list[tuple[str, Any, bool]]:
                 continue
             importlib.import_module(mod.name)
     found: list[tuple[str, Any, bool]] = [(f"{lp._module}: {lp._source!r}"[:160], lp.compile(), _anchored(lp))
-                                          for lp in lazy_re._MADE if not lp._module.startswith(_NOT_ON_INPUT)]
+                                          for lp in lazy_re._MADE if lp._module.startswith(("forensics.", "parsers."))
+                                          and not lp._module.startswith(_NOT_ON_INPUT)]  # (not a test module's)
     from forensics.match import load_signatures
 
     for sig in load_signatures(()):
