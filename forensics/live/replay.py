@@ -37,8 +37,8 @@ from forensics.ingest.bundle import IDX_MAGIC, MANIFEST, pack_receipt
 
 __all__ = ["BundleReplay", "LogReplay"]
 
-_GLOG = re.compile(rb"(?<![\w.])(?P<lvl>[IWEF])(?P<mo>[01]\d)(?P<d>[0-3]\d) (?P<h>[0-2]\d):(?P<mi>[0-5]\d):(?P<s>[0-5]\d)"
-                   rb"(?=[.\s])")
+_GLOG = re.compile(rb"(?<![\w.])(?P<lvl>[IWEF])(?P<mo>[01]\d)(?P<d>[0-3]\d) "
+                   rb"(?P<h>[0-2]\d):(?P<mi>[0-5]\d):(?P<s>[0-5]\d)(?=[.\s])")
 _STEP = re.compile(rb"\b(step|iteration|iter|Step)( ?[:=]? ?)(\d+)")
 _T_MS = re.compile(rb'"t":(\d+)')
 _T_NS = re.compile(rb'"(t|since)": ?(\d+)')
