@@ -6,8 +6,8 @@ analyzer (every ``lazy_compile`` of ``forensics`` and ``forensics.parsers``) and
 signature's regex, with ``search`` and ``match``, on shapes an attacker controls: a long run of one
 character class, the same run between other characters, and near-misses (the pattern's longest
 literal cut by one character, before and after the run). Each pattern runs in a forked child that
-reports after every operation; an operation that does not report within :data:`CAP_S` is a
-quadratic (or worse) pattern. With :data:`RUN` characters a linear pattern takes milliseconds and a
+reports the CPU time of every operation; an operation over :data:`CAP_S` of CPU is a quadratic (or
+worse) pattern. With :data:`RUN` characters a linear pattern takes milliseconds and a
 quadratic one tens of seconds, so the cap is a hang guard with two orders of magnitude either side.
 """
 
@@ -20,7 +20,9 @@ import pkgutil
 import re
 import select
 import signal
+import struct
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,34 +88,48 @@ def _shapes(pattern: Any) -> Iterator[str | bytes]:
             yield s if isinstance(pattern.pattern, str) else s.encode("utf-8", "surrogateescape")
 
 
+_OP = struct.Struct("<d")
+
+
 def _slow_operation(pattern: Any, anchored: bool) -> str | None:
     """Run every shape in a child (``search`` too unless the code only anchors it); the first operation
-    that misses the cap, or None."""
+    whose CPU time passes the cap (or that gives no word for ten times the cap: a hang), or None. CPU
+    time, not wall time: a loaded machine (two test workers on two CPUs) must not make a linear
+    pattern look slow."""
     shapes = list(_shapes(pattern))
     reader, writer = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: one byte after each operation
+    if pid == 0:  # the child: the CPU seconds of each operation
         try:
             os.close(reader)
             for s in shapes:
+                before = time.process_time()
                 if not anchored:
                     pattern.search(s)
                 pattern.match(s)
-                os.write(writer, b".")
+                os.write(writer, _OP.pack(time.process_time() - before))
         finally:
             os._exit(0)
     os.close(writer)
     done = 0
+    buf = b""
     try:
         while done < len(shapes):
-            ready, _, _ = select.select([reader], [], [], CAP_S)
+            ready, _, _ = select.select([reader], [], [], CAP_S * 10)
+            s = shapes[done]
+            where = f"{len(s):,} chars starting {s[:12]!r} ending {s[-12:]!r}"
             if not ready:
-                s = shapes[done]
-                return f"{len(s):,} chars starting {s[:12]!r} ending {s[-12:]!r}"
+                return where + " (no answer: a hang)"
             got = os.read(reader, 4096)
             if not got:
-                return None if done >= len(shapes) else "the child died"
-            done += len(got)
+                return "the child died"
+            buf += got
+            while len(buf) >= _OP.size:
+                (cpu,), buf = _OP.unpack(buf[:_OP.size]), buf[_OP.size:]
+                if cpu > CAP_S:
+                    s = shapes[done]
+                    return f"{len(s):,} chars starting {s[:12]!r} ending {s[-12:]!r} ({cpu:.1f} s of CPU)"
+                done += 1
         return None
     finally:
         os.close(reader)
