@@ -12,7 +12,7 @@ Of one producer's messages on a line only the most specific (most fixed characte
 messages, one wrapped in the other (PyTorch's "Unexpected error from
 cudaGetDeviceCount() … Error 802: system not yet initialized" holds CUDA's). An event keeps every message it
 holds; the first, the one that decides, is one that names a signature, else the one of the producer lowest
-in the stack (:data:`STACK`: the driver under CUDA under NCCL under PyTorch under the frameworks and the
+in the stack (:data:`STACK`: the driver under CUDA under NCCL under XLA under PyTorch under the frameworks and the
 launchers, so the wrapped cause beats its wrapper), else the longest.
 """
 
@@ -31,7 +31,7 @@ __all__ = ["MAX_TEXT", "STACK", "Hit", "keys", "match_texts", "notable_literals"
 MAX_TEXT = 64 * 1024
 _RANK = {"error": 2, "warning": 1, "info": 0}
 #: Producers from the bottom of the stack up: of two messages on one line, the lower one is the cause.
-STACK = ("nvrm", "dxgkrnl", "windows", "dcgm", "nvml", "cuda", "nccl", "pytorch", "deepspeed", "megatron",
+STACK = ("nvrm", "dxgkrnl", "windows", "dcgm", "nvml", "cuda", "nccl", "xla", "pytorch", "deepspeed", "megatron",
          "accelerate", "ray", "openmpi", "slurm")
 
 
