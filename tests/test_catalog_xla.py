@@ -33,6 +33,24 @@ def test_real_jax_output_is_called_the_failure_it_is(name: str, expect: str) -> 
     assert _verdict(REAL / name) == expect
 
 
+@pytest.mark.parametrize("name", ["afprofile-8.log", "colabfold-65.log"])
+def test_an_xla_out_of_memory_gets_jax_words_and_remedies(name: str) -> None:
+    """The OOM signature's XLA variant: JAX's allocator settings, never PyTorch's."""
+    root = analyze([str(REAL / name)], Options()).verdict.root_cause
+    assert root is not None and "XLA / JAX" in root.title
+    steps = " ".join(root.remedy)
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" in steps and "PYTORCH_CUDA_ALLOC_CONF" not in steps
+
+
+def test_a_pytorch_out_of_memory_keeps_pytorch_words(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                   "capacity of 79.10 GiB of which 1.20 GiB is free.\n")
+    root = analyze([str(log)], Options()).verdict.root_cause
+    assert root is not None and root.signature == "torch-cuda-oom" and "XLA" not in root.title
+    assert any("PYTORCH_CUDA_ALLOC_CONF" in s for s in root.remedy)
+
+
 def test_a_healthy_multi_host_start_is_no_failure() -> None:
     """A register retry that then connects, the agent's connect / shutdown lines and training steps."""
     assert _verdict(REAL / "healthy-initialize.log") is None

@@ -156,7 +156,9 @@ def match_signature(sig: Signature, index: EventIndex, max_evidence: int | None 
     valid_set = set(valid)
     anchored_by = {name for name in [a.name for a in sig.anchors] + [CATALOG_ANCHOR]
                    if valid_set.intersection(selected.get(name, ()))}
-    variant = sig.variant_for(anchored_by)  # words for what was seen (a gloo timeout is not NCCL's)
+    # words for what was seen (a gloo timeout is not NCCL's); a catalogue hit says only that the line is an
+    # error the signature knows, not whose wording it is
+    variant = sig.variant_for(anchored_by - {CATALOG_ANCHOR})
     steps = list(variant.remedy if variant is not None and variant.remedy else sig.remedy)
     finding = Finding(
         signature=sig.id,
