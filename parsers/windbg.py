@@ -22,12 +22,15 @@ from forensics.lazy_re import lazy_compile
 __all__ = ["PARSER"]
 
 _BANNER = lazy_compile(r"^\*\s+Bugcheck Analysis\s+\*")
-# The analysis body pasted without its banner (users often copy from KEY_VALUES_STRING or
-# BUGCHECK_CODE on): either line opens an analysis when none is open.
+# The analysis body pasted without its banner (users often copy from the stop's title, KEY_VALUES_STRING or
+# BUGCHECK_CODE on): any of these lines opens an analysis when none is open.
 _BODY_START = lazy_compile(r"^(?:KEY_VALUES_STRING:|BUGCHECK_CODE:\s+[0-9A-Fa-f]+\s*$)")
 _BODY_FIELDS = lazy_compile(r"^(?:BUGCHECK_CODE:\s+[0-9A-Fa-f]+|BUGCHECK_P1:\s+[0-9A-Fa-f`]+|KEY_VALUES_STRING:.*)\s*$",
                             re.M)
 _TITLE = lazy_compile(r"^([A-Z][A-Z0-9_]{3,})\s+\(([0-9a-fA-F]{1,8})\)\s*$")
+# A stop's title with its argument list (`SYSTEM_SERVICE_EXCEPTION (3b)` … `Arguments:` / `Arg1: …`).
+_TITLED_ARGS = lazy_compile(r"^[A-Z][A-Z0-9_]{3,}[ \t]+\([0-9a-fA-F]{1,8}\)[ \t]*\n(?:[^\n]*\n){0,4}?Arguments:[ \t]*\n"
+                            r"Arg1:[ \t]*[0-9a-fA-F`]+", re.M)
 _BUGCHECK_LINE = lazy_compile(r"^BugCheck\s+([0-9A-Fa-f]+),\s*\{([^}]*)\}")
 _ARG = lazy_compile(r"^Arg(\d):\s*([0-9a-fA-F`]+)")
 _FIELD = lazy_compile(r"^([A-Z][A-Z0-9_]+):\s+(.+)$")
@@ -136,6 +139,8 @@ DPC_TIMEOUT_TYPE:  DPC_QUEUE_EXECUTION_TIMEOUT_EXCEEDED
             return 0.9
         if len(_BODY_FIELDS.findall("\n".join(head[:60]))) >= 2:
             return 0.85
+        if _TITLED_ARGS.search("\n".join(head[:60])):  # the analysis pasted from its title on
+            return 0.85
         return 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
@@ -154,8 +159,8 @@ DPC_TIMEOUT_TYPE:  DPC_QUEUE_EXECUTION_TIMEOUT_EXCEEDED
                 if current is not None:
                     yield self._event(current, ctx, session)
                 current = _Analysis(line)
-            elif current is None and _BODY_START.match(text):
-                current = _Analysis(line)
+            elif current is None and (_BODY_START.match(text) or _TITLE.match(text)):
+                current = _Analysis(line)  # a title (`SYSTEM_SERVICE_EXCEPTION (3b)`) is read just below
             if current is None:
                 continue
             current.last_no = line.no

@@ -5,7 +5,9 @@ concatenated on one line, single-quoted attributes, maybe wrapped in ``<Events>`
 Each ``<Event>`` becomes one ``winevent``; ``SystemTime`` is UTC, so times are ``exact``.
 Event Viewer's XML view pasted from a browser puts ``- `` before collapsible tags; that is
 stripped. Markup posted HTML-escaped (``&lt;Event …&gt;``, a web page's copy) is read unescaped, at
-the same lines. Documents with a DTD are refused (no entity expansion from user files).
+the same lines. One event's XML pasted without its ``<Event>`` element (from ``<Provider …>`` or
+``<EventData>`` on: Kernel-Power 41's ``BugcheckCode`` quoted alone) becomes one ``winevent`` of what it
+holds. Documents with a DTD are refused (no entity expansion from user files).
 """
 
 from __future__ import annotations
@@ -217,6 +219,27 @@ def _salvage_last(doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
                          extra=extra)
 
 
+def _salvage_fragment(doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
+    """Part of one event's XML pasted without its ``<Event>`` element (from ``<Provider …>`` or
+    ``<EventData>`` on): its System fields and named data, marked ``xml_cut``."""
+    data = doc.data[:_MAX_EVENT_BYTES]
+    if _EVENT_START.search(data) or b"<!DOCTYPE" in data or b"<!ENTITY" in data:
+        return
+    found = salvage_event_xml(_COLLAPSE_MARK.sub("", data.decode("utf-8", errors="replace")))
+    if not found.get("named") and found.get("event_id") is None:
+        return
+    parsed = parse_iso_utc(found["time"]) if found.get("time") else None
+    ts, ts_source = (parsed[0], TsSource.EXACT) if parsed else (None, TsSource.NONE)
+    extra: dict[str, Any] = {"xml_cut": True}
+    if found.get("named"):
+        extra["named_data"] = found["named"]
+    at = data.find(b"<")
+    yield build_winevent(ctx, ctx.origin(doc.line_at(max(at, 0)), data.count(b"\n") + 1), ts=ts,
+                         ts_source=ts_source, provider=found.get("provider"), event_id=found.get("event_id"),
+                         level=found.get("level"), computer=found.get("computer"),
+                         data=[f"{k}={v}" for k, v in found.get("named", {}).items()], extra=extra)
+
+
 _NS = "schemas.microsoft.com/win/2004/08/events/event"
 #: An export whose markup was HTML-escaped when it was posted (``- &lt;Event xmlns=…&gt;``).
 _ESCAPED = lazy_compile(r"^\s*(?:[-+]\s+)?&lt;")
@@ -276,6 +299,9 @@ class WindowsEventXmlParser:
             return 0.9
         if "<Events>" in text and "<Event" in text:
             return 0.6
+        # one event's XML pasted without its <Event> element: from <Provider …> or <EventData> on
+        if re.search(r"<Data Name=[\"'][A-Za-z]", text) and ("<EventData" in text or "<EventID" in text):
+            return 0.8
         return 0.0
 
     def parse(self, doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
@@ -287,6 +313,7 @@ class WindowsEventXmlParser:
             doc = TextDocument(html.unescape(raw.decode("utf-8", errors="replace")).encode(), doc.path)
         yield from iter_event_xml(doc, ctx, cut_ok=True)
         yield from _salvage_last(doc, ctx)
+        yield from _salvage_fragment(doc, ctx)
 
 
 PARSER = WindowsEventXmlParser()

@@ -9,12 +9,14 @@ from forensics.analysis import analyze
 DATA = Path(__file__).parent / "data" / "health"
 
 
-def test_a_blue_screen_recorded_by_kernel_power_41_is_an_unrecognized_failure() -> None:
-    # Real Chinese-locale export (nvitop#136): Kernel-Power 41 with BugcheckCode 80 = 0x50, no GPU module.
+def test_a_blue_screen_recorded_by_kernel_power_41_is_a_bugcheck_that_names_no_gpu_module() -> None:
+    # Real Chinese-locale export (nvitop#136): Kernel-Power 41 with BugcheckCode 80 = 0x50, no GPU module:
+    # windows-bugcheck's low-confidence variant (any stop code is a bug check), no longer an unknown.
     analysis = analyze([str(DATA / "nvitop136-zh-kernel-power-41.txt")])
     root = analysis.verdict.root_cause
-    assert root is not None and root.signature == "unrecognized-failure"
-    assert "bugcheck 0x50" in analysis.verdict.summary and root.category == "platform"
+    assert root is not None and root.signature == "windows-bugcheck"
+    assert "does not name the GPU driver" in root.title and root.category == "platform"
+    assert any("BugcheckCode 80 = 0x50" in e.message for e in root.evidence)
 
 
 def test_kernel_power_41_after_a_power_loss_is_not_a_crash(tmp_path: Path) -> None:

@@ -95,7 +95,8 @@ def _driver_item(e: Event) -> _Item | None:
             and (e.attrs.get("level") in (1, 2) or e.severity >= Severity.ERROR):
         return _Item(e, f"the NVIDIA driver logged error event {e.attrs.get('event_id', '?')}", "driver")
     if e.kind == "bugcheck":
-        return _Item(e, f"Windows stopped with bugcheck {e.attrs.get('code', '?')}", "os")
+        code = e.attrs.get("code")  # WinDbg's stop code (an int): written in hex, as Windows writes it
+        return _Item(e, f"Windows stopped with bugcheck {f'0x{code:X}' if isinstance(code, int) else '?'}", "os")
     code = e.attrs.get("bugcheck_code")  # Kernel-Power 41 after a blue screen (0 = power loss, not a stop)
     if e.kind == "winevent" and e.attrs.get("event_id") == 41 and isinstance(code, str) \
             and code not in ("0x0", "0x00000000") and "kernel-power" in str(e.attrs.get("provider", "")).lower():
