@@ -37,13 +37,17 @@ def test_chinese_details_export_with_cut_xml() -> None:
 
 
 def test_chinese_kernel_power_41_verdict_follows_the_bugcheck_code(tmp_path: Path) -> None:
-    # bugcheck 0x50 is not a GPU-driver stop code: no GPU verdict
-    assert analyze([str(ZH)], Options()).verdict.root_cause_id != "windows-bugcheck"
+    # bugcheck 0x50 is not a GPU-driver stop code: a blue screen, said with low confidence and its code
+    v = analyze([str(ZH)], Options()).verdict
+    assert v.root_cause is not None and v.root_cause_id == "windows-bugcheck" and v.confidence == "low"
+    assert "does not name the GPU driver" in v.root_cause.title and "Stop code 0x50" in v.summary
     # Shape: the same export with BugcheckCode 278 (0x116 VIDEO_TDR_FAILURE)
     p = tmp_path / "zh-116.txt"
     p.write_text(ZH.read_text(encoding="utf-8").replace('"BugcheckCode">80<', '"BugcheckCode">278<'),
                  encoding="utf-8")
-    assert analyze([str(p)], Options()).verdict.root_cause_id == "windows-bugcheck"
+    v = analyze([str(p)], Options()).verdict
+    assert v.root_cause is not None and v.root_cause_id == "windows-bugcheck" and v.confidence != "low"
+    assert "GPU driver fault" in v.root_cause.title and "Stop code 0x116" in v.summary
 
 
 def test_localized_level_names() -> None:
@@ -101,6 +105,6 @@ def test_an_html_escaped_event_xml_cut_before_its_end_is_read() -> None:
         "Microsoft-Windows-Kernel-Power", 41, "0x1a")
     assert ev.attrs["xml_cut"] is True and ev.origin.line == 1 and ev.host == "ZenMachine"
     verdict = analyze([str(path)], Options()).verdict
-    # 0x1A is a memory-management stop, not the GPU stack's: an OS crash no signature names
-    assert verdict.root_cause is not None and verdict.root_cause.signature == "unrecognized-failure"
-    assert "bugcheck 0x1a" in verdict.summary
+    # 0x1A is a memory-management stop, not the GPU stack's: a blue screen, not a GPU driver fault
+    assert verdict.root_cause is not None and verdict.root_cause.signature == "windows-bugcheck"
+    assert verdict.confidence == "low" and "Stop code 0x1A" in verdict.summary

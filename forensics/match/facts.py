@@ -6,7 +6,7 @@ out-of-memory error, how much was asked for, how much was free and of what.
 ``optimizer-step``, ``eval``), ``first`` (true when this was the first training step:
 the frames create optimizer state, which PyTorch optimizers do on the first ``step()``
 only, or the file's progress bar still read ``0/N``), ``oom`` (``cuda``/``hip``),
-``tried_mib``, ``free_mib``, ``total_mib``, ``gpu``.
+``tried_mib``, ``free_mib``, ``total_mib``, ``gpu``; ``stop_code`` (a Windows bug check's, ``0x116``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from forensics.events import Event
 from forensics.lazy_re import lazy_compile
 from forensics.units import mib
 
-__all__ = ["finding_facts", "oom_sentence"]
+__all__ = ["finding_facts", "oom_sentence", "stop_code_sentence"]
 
 _PHASE_WORDS = {
     "load": ("while loading the model", "while loading the model"),
@@ -59,11 +59,14 @@ def finding_facts(evidence: Sequence[Event],
     """Facts from the first traceback (an OOM one preferred) among a finding's evidence;
     ``progress()`` gives the timeline's progress events (to tell the first step), asked
     only when there is a traceback."""
+    facts: dict[str, Any] = {}
+    stop = next((c for e in evidence if (c := _stop_code(e)) is not None), None)
+    if stop is not None:
+        facts["stop_code"] = stop
     errors = [e for e in evidence if e.kind in _KINDS and (e.attrs.get("oom") or e.attrs.get("phase"))]
     if not errors:
-        return {}
+        return facts
     e = next((x for x in errors if x.attrs.get("oom")), errors[0])
-    facts: dict[str, Any] = {}
     phase = e.attrs.get("phase")
     if isinstance(phase, str) and phase:
         facts["phase"] = phase
@@ -80,6 +83,24 @@ def finding_facts(evidence: Sequence[Event],
         if isinstance(gpu, int | str) and not isinstance(gpu, bool):
             facts["gpu"] = gpu
     return facts
+
+
+def _stop_code(e: Event) -> str | None:
+    """A Windows stop code a bug check event carries (``0x116``), None for none or 0 (a power loss)."""
+    raw = e.attrs.get("code") if e.kind == "bugcheck" else e.attrs.get("bugcheck_code")
+    if isinstance(raw, str):
+        try:
+            raw = int(raw, 16) if raw.lower().startswith("0x") else int(raw)
+        except ValueError:
+            return None
+    if not isinstance(raw, int) or isinstance(raw, bool) or raw <= 0:
+        return None
+    return f"0x{raw:X}"
+
+
+def stop_code_sentence(facts: Mapping[str, Any]) -> str:
+    """``Stop code 0x116``, or ``""``."""
+    return f"Stop code {facts['stop_code']}" if facts.get("stop_code") else ""
 
 
 def oom_sentence(facts: Mapping[str, Any]) -> str:

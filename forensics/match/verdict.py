@@ -35,7 +35,7 @@ from forensics.events import Event, MetricSample, TsSource
 from forensics.findings import Confidence, Finding, Role, Verdict
 from forensics.lazy_re import lazy_compile
 from forensics.match.blame import blame
-from forensics.match.facts import oom_sentence
+from forensics.match.facts import oom_sentence, stop_code_sentence
 from forensics.match.matcher import Match
 from forensics.match.this_run import RunScope, scope
 from forensics.timeline.identity import IdentityTable
@@ -271,7 +271,7 @@ def _summary(root: _Node, consequences: list[_Node], reason: str, events: Sequen
     # the culprits, not every GPU the evidence names ("on rank 5 (GPU 0000:c1:00.0)", ": pid 576419 (python)")
     where = (f": {culprits}" if culprits.startswith("pid") else f" on {culprits}") if culprits else _where(f)
     text = f"{f.title}{where}{when}."
-    for detail in (oom_sentence(f.facts), _cross_rank_sentence(f)):
+    for detail in (oom_sentence(f.facts), stop_code_sentence(f.facts), _cross_rank_sentence(f)):
         if detail:
             text += f" {detail}."
     if consequences:
