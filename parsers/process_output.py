@@ -92,6 +92,7 @@ TRIGGER_LITERALS: tuple[bytes, ...] = (
     b"core dumped",
     # NCCL
     b"NCCL WARN", b"NCCL ERROR", b"Init COMPLETE", b"NCCL version", b"set by environment to", b"# nThread",
+    b"Setting affinity for GPU",
     b"Test CUDA failure", b"Test NCCL failure", b"Test failure",
     # warnings and logging levels
     b"Warning", b"WARNING", b"CRITICAL", b"FATAL", b"ERROR", b"meta device",

@@ -136,6 +136,20 @@ def test_a_fingerprint_mismatch_names_the_odd_rank() -> None:
     assert b is not None and b.culprit_ranks == [7] and b.victim_ranks == [4]
 
 
+def test_a_p2p_failure_names_both_gpus_of_the_pair() -> None:
+    """A P2P failure is between two GPUs: both are named, by NCCL's NVML numbers where it prints them (realcases2
+    nccl606: CUDA_VISIBLE_DEVICES=2,3 renumbers them 0, 1, ``Setting affinity for GPU 2/3`` does not), else by
+    the bus ids of nccl-tests' device list (nccl#1320, another thread: two A100s, ACS on)."""
+    real = DATA / "real" / "nccl1320-a100-two-gpu-p2p-hang.log"
+    v = analyze([str(real)]).verdict
+    assert v.root_cause is not None and v.root_cause.signature == "nccl-p2p-failure"
+    assert v.blame is not None and v.blame.culprit_gpus == ["0000:56:00.0", "0000:57:00.0"]
+    assert "peer-to-peer path between GPU 0000:56:00.0 and GPU 0000:57:00.0" in v.blame.why
+    folder = Path(__file__).parent / "realcases2" / "dev" / "cases" / "nccl606-a6000-gpu2-gpu3-p2p-hang-acs"
+    b = analyze([str(p) for p in folder.iterdir() if p.name != "case.toml"]).verdict.blame
+    assert b is not None and b.culprit_gpus == ["2", "3"] and b.culprits == "GPUs 2, 3"
+
+
 def test_culprit_invariance_bar() -> None:
     """The issue's bar for the culprit: the incidents (tests/data/culprit/cases) name the same culprit in every
     shape — one paste, the rank only in the message, other launchers' labels, shuffled ranks, 64 ranks (512 and

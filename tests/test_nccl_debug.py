@@ -38,3 +38,13 @@ def test_nccl_tests_lines() -> None:
     assert head is not None and head[1]["ngpus"] == 1 and not head[2]
     fail = parse_nccl_tests("host: Test CUDA failure common.cu:297 'an illegal memory access was encountered'")
     assert fail is not None and fail[2] and fail[1]["error"] == "an illegal memory access was encountered"
+
+
+def test_the_gpu_a_worker_runs_on_by_its_nvml_number() -> None:
+    """``Setting affinity for GPU 3`` (NCCL 2.8, realcases2 nccl606: CUDA_VISIBLE_DEVICES=2,3, so cudaDev is 1)
+    and ``nvmlDev 1`` in an Init COMPLETE line (NCCL 2.25, nccl#1706) name the GPU as nvidia-smi numbers it."""
+    rec = parse_nccl_line("nccl-tests:225:240 [1] NCCL INFO Setting affinity for GPU 3 to ffffffff,ffffffff")
+    assert rec is not None and rec.notable and rec.attrs["nvml_dev"] == 3 and rec.cuda_dev == 1
+    rec = parse_nccl_line("deepseek:2081594:2081601 [1] NCCL INFO ncclCommInitAll comm 0x55f68495f4f0 rank 1 nranks 2 "
+                          "cudaDev 1 nvmlDev 1 busId 34000 commId 0x76b3b6be637caf1c - Init COMPLETE")
+    assert rec is not None and rec.attrs["nvml_dev"] == 1 and rec.attrs["pci"] == "0000:34:00.0"

@@ -251,6 +251,8 @@ def from_errors(acc: Acc, root: Finding, consequences: Sequence[Finding],
         if len(nodes) == 1:
             acc.hosts |= nodes
             first = first or next((e for e in own_run or root.evidence if e.kind in program), None)
+    if not acc.named:
+        _p2p_pair(acc, root, events, index)
     gpu = root.facts.get("gpu") if isinstance(root.facts, dict) else None
     if isinstance(gpu, int) and not isinstance(gpu, bool) and not acc.c_gpus:  # "GPU 6 has a total capacity …"
         acc.c_gpus[str(gpu)] = gpu
@@ -288,6 +290,47 @@ def from_errors(acc: Acc, root: Finding, consequences: Sequence[Finding],
         for e in f.evidence:
             if is_waiting(e):
                 acc.v_ranks.update(r for r in counted_ranks(e) if r not in acc.c_ranks)
+
+
+#: Roots that are a failure of the peer-to-peer path between GPUs: its two ends are the culprit.
+P2P_ROOTS = ("nccl-p2p-failure",)
+#: NCCL naming both ends of a P2P connection by bus id: ``Channel 00 : 1[c2000] -> 0[c1000] via P2P/direct
+#: pointer`` (NCCL before 2.12), ``Could not enable P2P between dev 5(=89000) and dev 4(=88000)``.
+_P2P_BUSES = re.compile(r"\d+\[([0-9a-fA-F]{5,})\] -> \d+\[([0-9a-fA-F]{5,})\].*\bvia P2P"
+                        r"|P2P between dev \d+\(=([0-9a-fA-F]{4,})\) and dev \d+\(=([0-9a-fA-F]{4,})\)")
+
+
+def _p2p_pair(acc: Acc, root: Finding, events: Sequence[Event], index: dict[tuple[str | None, str], int]) -> None:
+    """A P2P failure is between two GPUs, and both are the culprit when the logs name exactly two: by the NVML
+    numbers NCCL gives its workers' GPUs (``Setting affinity for GPU 3``, ``nvmlDev 3``: nvidia-smi's numbers,
+    whatever ``CUDA_VISIBLE_DEVICES`` renumbered), else by bus id (nccl-tests' device list, NCCL's P2P lines)."""
+    if root.signature not in P2P_ROOTS:
+        return
+    pids = {e.pid for e in root.evidence if e.kind == "nccl" and e.pid is not None}
+    nccl = [e for e in events if e.kind == "nccl" and (not pids or e.pid is None or e.pid in pids)]
+    nvml: dict[tuple[str | None, int | None, object], int] = {}
+    for e in nccl:
+        n = e.attrs.get("nvml_dev")
+        if isinstance(n, int) and not isinstance(n, bool):
+            nvml.setdefault((e.host, e.pid, e.attrs.get("cuda_dev")), n)
+    host = next((e.host for e in nccl if e.host), None)
+    gpus: dict[str, int | None] = {}
+    if len(set(nvml.values())) == 2:
+        gpus = {str(n): n for n in sorted(set(nvml.values()))}
+    else:
+        buses = {str(d["pci"]) for e in nccl if e.attrs.get("tool") == "nccl-tests"
+                 for d in (e.attrs.get("devices") or []) if isinstance(d, dict) and d.get("pci")}
+        if len(buses) != 2:
+            buses = {b for e in nccl if (m := _P2P_BUSES.search(e.message))
+                     for g in m.groups() if g and (b := normalize_pci(g))}
+        if len(buses) == 2:
+            gpus = {b: index.get((host, b)) for b in sorted(buses)}
+    if len(gpus) != 2:
+        return
+    acc.c_gpus.update(gpus)
+    a, b = (f"GPU {i if i is not None else g}" for g, i in gpus.items())
+    acc.add_why(f"the peer-to-peer path between {a} and {b} failed: both ends are suspects (a PCIe switch with "
+                "ACS on, a board or a slot between them)", root.signature)
 
 
 def _process_why(e: Event) -> str:

@@ -1,7 +1,8 @@
 """NCCL_DEBUG output: ``host:pid:tid [cudaDev] NCCL INFO|WARN ...`` lines (catalog §1.7).
 
 Only a few INFO lines are facts worth an event (communicator init with rank, size, device and
-PCI bus id; the NCCL version; environment echoes); the rest is chatter and stays in the file.
+PCI bus id; the GPU a worker's CPU affinity is set for, by its NVML number; the NCCL version;
+environment echoes); the rest is chatter and stays in the file.
 WARN lines are events, with the ``file.cc:line -> code`` return-code chain that follows them
 folded into their detail. NCCL >= 2.26 puts ``[YYYY-MM-DD HH:MM:SS] `` before WARN lines; that
 stamp is peeled off with the other logging headers (``stream_text``).
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from forensics.lazy_re import lazy_compile
+from forensics.pci import normalize_pci
 
 if TYPE_CHECKING:
     from forensics.ingest.textdoc import Data
@@ -24,6 +26,9 @@ _LINE = lazy_compile(r"^(?P<host>[\w.-]+):(?P<pid>\d{1,10}):(?P<tid>\d{1,10}) \[
 _INIT = lazy_compile(r"comm (?P<comm>0x[0-9a-f]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
                      r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-f:.]+)")
 _VERSION = lazy_compile(r"NCCL version (?P<v>[\d.]+(?:\+\S+)?)")
+#: ``Setting affinity for GPU 3 to ffff,ffff``: the worker's GPU by its NVML number (not the CUDA one, which
+#: ``CUDA_VISIBLE_DEVICES`` renumbers), as nvidia-smi numbers it.
+_AFFINITY = lazy_compile(r"^Setting affinity for GPU (?P<nvml>\d+) to ")
 _ENV = lazy_compile(r"(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?$")
 _CHAIN = lazy_compile(r"^(?P<src>[\w./-]+:\d+) -> (?P<code>\d+)(?: \[[\w ]+\])?$")
 #: NCCL result codes (nccl.h).
@@ -77,9 +82,14 @@ def parse_nccl_line(text: str) -> NcclLine | None:
         if i:
             rec.attrs.update(rank=int(i.group("rank")), nranks=int(i.group("nranks")), comm=i.group("comm"),
                              bus_id=i.group("bus"))
+            if i.group("nvml"):
+                rec.attrs["nvml_dev"] = int(i.group("nvml"))
             pci = bus_id_to_pci(i.group("bus"))
             if pci:
                 rec.attrs["pci"] = pci
+        rec.notable = True
+    elif msg.startswith("Setting affinity for GPU") and (a := _AFFINITY.match(msg)):
+        rec.attrs["nvml_dev"] = int(a.group("nvml"))
         rec.notable = True
     elif "NCCL version" in msg:
         v = _VERSION.search(msg)
@@ -119,6 +129,9 @@ _MAX_ROWS = 10_000
 
 #: One line of the header's device list (``#  Rank  0 Group  0 Pid 78 on host device  0 [0x07] …``).
 _TESTS_RANK = lazy_compile(rb"(?m)^[^\n]{0,60}?Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s")
+#: The same line's rank, CUDA device and bus (``[0x07]``: the bus number; ``[0000:2c:00]``: the address).
+_TESTS_DEVICE = lazy_compile(rb"Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S+\s+device\s+(\d+)\s+"
+                             rb"\[(0x[0-9a-fA-F]{1,2}|[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\]")
 _DEVICE_LIST_BYTES = 1 << 20
 #: How far after its header a run's rows and summary are looked for (a whole sweep is a few hundred
 #: rows; without a bound a header early in a 20 GB log would have the rest of it searched twice).
@@ -137,9 +150,21 @@ def nccl_tests_outcome(data: Data, start: int, expected_ranks: int = 0) -> dict[
         rows += 1
         if rows >= _MAX_ROWS:
             break
-    listed = sum(1 for _ in _TESTS_RANK.finditer(data, start, start + _DEVICE_LIST_BYTES))
-    return {"result_rows": rows, "passed": _TESTS_PASSED.search(data, start, end) is not None,
-            "device_list_cut": rows == 0 and 0 < listed < expected_ranks}
+    listed = 0
+    devices: list[dict[str, Any]] = []
+    for m in _TESTS_RANK.finditer(data, start, start + _DEVICE_LIST_BYTES):
+        listed += 1
+        line_end = data.find(b"\n", m.end())
+        d = _TESTS_DEVICE.search(data, m.start(), line_end if line_end >= 0 else len(data))
+        if d is not None and listed <= max(expected_ranks, 1) and len(devices) < 64:
+            bus = d.group(3).decode()
+            pci = f"0000:{int(bus, 16):02x}:00.0" if bus.startswith("0x") else normalize_pci(bus)
+            devices.append({"rank": int(d.group(1)), "device": int(d.group(2)), "pci": pci})
+    out: dict[str, Any] = {"result_rows": rows, "passed": _TESTS_PASSED.search(data, start, end) is not None,
+                           "device_list_cut": rows == 0 and 0 < listed < expected_ranks}
+    if devices and len(devices) == listed:
+        out["devices"] = devices
+    return out
 
 
 def parse_nccl_tests(text: str) -> tuple[str, dict[str, Any], bool] | None:
