@@ -66,6 +66,24 @@ def test_one_hostile_bundle_is_one_error_row_and_the_rest_is_kept(tmp_path: Path
         assert e is None or len(e) <= 500
 
 
+def test_a_bundle_whose_manifest_is_gone_or_a_folder_is_still_a_row(tmp_path: Path) -> None:
+    """Found by the fuzzer (fleet, seed 2): a folder of bundles where one bundle lost its manifest and
+    another's is a directory gave 246 rows for 250 bundles; every bundle the recorder wrote is an input."""
+    root = tmp_path / "in"
+    root.mkdir()
+    _two_good(root)
+    gone = bundle(root, "no-manifest", "oom-first-backward")
+    (gone / "manifest.json").unlink()
+    folder = bundle(root, "manifest-dir", "healthy")
+    (folder / "manifest.json").unlink()
+    (folder / "manifest.json").mkdir()
+    ran, rows = _fleet(tmp_path, str(root))
+    assert fine(ran, (0, 1, 3)), (ran.code, ran.err[-3000:])
+    assert sorted(Path(p).name for p, _v, _e in rows) == ["good-1", "good-2", "manifest-dir", "no-manifest"]
+    verdicts = {Path(p).name: v for p, v, _e in rows}
+    assert verdicts["no-manifest"] == "torch-cuda-oom"  # its logs are read as logs
+
+
 def test_a_symlink_loop_among_the_arguments_is_a_row(tmp_path: Path) -> None:
     root = tmp_path / "in"
     root.mkdir()

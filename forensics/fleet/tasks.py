@@ -44,12 +44,17 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
     return out
 
 
+#: Files only the recorder writes: a folder holding two of them is a bundle even when its manifest is gone.
+_RECORDER_FILES = frozenset({"heartbeat", "nvml.jsonl", "nvml-events.jsonl", "stdout.idx", "stderr.idx"})
+
+
 def _bundles_under(root: Path) -> Iterator[str]:
     """Bundle folders under ``root``; a folder whose ``manifest.json`` is not a manifest (a FIFO, a link
-    to ``/dev/zero``, not JSON) is one too: it becomes an input, and its row says why it is broken."""
+    to ``/dev/zero``, not JSON, a directory) or is missing while the recorder's other files are there is
+    one too: it becomes an input, and its row says what was read or why it is broken."""
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
-        if MANIFEST in filenames:
+        if MANIFEST in filenames or MANIFEST in dirnames or len(_RECORDER_FILES.intersection(filenames)) >= 2:
             dirnames[:] = []  # a bundle's own subfolders hold no other bundle
             yield dirpath
 
