@@ -21,7 +21,7 @@ from typing import Any
 from forensics.parsers.common.base import ParseContext, Record, whole_text
 from forensics.parsers.common.windows_events import build_winevent, parse_iso_utc
 
-from forensics.events import TsSource
+from forensics.events import Origin, TsSource
 from forensics.ingest.textdoc import TextDocument
 from forensics.lazy_re import lazy_compile
 
@@ -207,16 +207,7 @@ def _salvage_last(doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
     found = salvage_event_xml(_COLLAPSE_MARK.sub("", chunk.decode("utf-8", errors="replace")))
     if not found.get("provider") and found.get("event_id") is None:
         return
-    parsed = parse_iso_utc(found["time"]) if found.get("time") else None
-    ts, ts_source = (parsed[0], TsSource.EXACT) if parsed else (None, TsSource.NONE)
-    extra: dict[str, Any] = {"xml_cut": True}
-    if found.get("named"):
-        extra["named_data"] = found["named"]
-    line = doc.line_at(at)
-    yield build_winevent(ctx, ctx.origin(line, chunk.count(b"\n") + 1), ts=ts, ts_source=ts_source,
-                         provider=found.get("provider"), event_id=found.get("event_id"), level=found.get("level"),
-                         computer=found.get("computer"), data=[f"{k}={v}" for k, v in found.get("named", {}).items()],
-                         extra=extra)
+    yield _salvaged(ctx, found, ctx.origin(doc.line_at(at), chunk.count(b"\n") + 1))
 
 
 def _salvage_fragment(doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
@@ -228,16 +219,20 @@ def _salvage_fragment(doc: TextDocument, ctx: ParseContext) -> Iterator[Record]:
     found = salvage_event_xml(_COLLAPSE_MARK.sub("", data.decode("utf-8", errors="replace")))
     if not found.get("named") and found.get("event_id") is None:
         return
+    at = data.find(b"<")
+    yield _salvaged(ctx, found, ctx.origin(doc.line_at(max(at, 0)), data.count(b"\n") + 1))
+
+
+def _salvaged(ctx: ParseContext, found: dict[str, Any], origin: Origin) -> Record:
+    """The event ``salvage_event_xml`` recovered from a cut or partial paste, marked ``xml_cut``."""
     parsed = parse_iso_utc(found["time"]) if found.get("time") else None
     ts, ts_source = (parsed[0], TsSource.EXACT) if parsed else (None, TsSource.NONE)
     extra: dict[str, Any] = {"xml_cut": True}
     if found.get("named"):
         extra["named_data"] = found["named"]
-    at = data.find(b"<")
-    yield build_winevent(ctx, ctx.origin(doc.line_at(max(at, 0)), data.count(b"\n") + 1), ts=ts,
-                         ts_source=ts_source, provider=found.get("provider"), event_id=found.get("event_id"),
-                         level=found.get("level"), computer=found.get("computer"),
-                         data=[f"{k}={v}" for k, v in found.get("named", {}).items()], extra=extra)
+    return build_winevent(ctx, origin, ts=ts, ts_source=ts_source, provider=found.get("provider"),
+                          event_id=found.get("event_id"), level=found.get("level"), computer=found.get("computer"),
+                          data=[f"{k}={v}" for k, v in found.get("named", {}).items()], extra=extra)
 
 
 _NS = "schemas.microsoft.com/win/2004/08/events/event"
