@@ -26,6 +26,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the engine's own idea of "matchable" (forensics/catalogs/text.py), no install needed
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the extractors share tools/catalogs/csource.py
 from forensics.catalogs.text import MIN_FIXED, fixed_chars, match_line  # noqa: E402
 
 CATALOGS = ROOT / "forensics" / "catalogs"

@@ -31,6 +31,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from csource import call_args  # tools/catalogs/csource.py (build.py puts this folder on the path)
+
 _LEXEME = re.compile(r"""//[^\n]*|/\*.*?\*/|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'""", re.S)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "a": "\a", "?": "?"}
 _PRINTF = re.compile(r"%(?:%|[-+ #0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|z|j|t|q)?"
@@ -73,27 +75,8 @@ def _live(code: str) -> list[bool]:
 
 
 def _call_args(code: str, open_paren: int) -> list[str] | None:
-    depth, i, start, args = 0, open_paren, open_paren + 1, []
-    while i < len(code):
-        c = code[i]
-        if c in "\"'":
-            j = i + 1
-            while j < len(code) and code[j] != c and code[j] != "\n":
-                j += 2 if code[j] == "\\" else 1
-            i = j + 1
-            continue
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                args.append(code[start:i])
-                return args
-        elif c == "," and depth == 1:
-            args.append(code[start:i])
-            start = i + 1
-        i += 1
-    return None
+    got = call_args(code, open_paren)
+    return got[0] if got else None
 
 
 def _functions(code: str) -> list[tuple[int, str]]:

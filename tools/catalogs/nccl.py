@@ -26,6 +26,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from csource import call_args  # tools/catalogs/csource.py (build.py puts this folder on the path)
+
 EXTENSIONS = {".cc", ".h", ".cu", ".cuh", ".c", ".cpp", ".hpp"}
 
 # <inttypes.h> macros that appear inside NCCL's format strings (glibc, LP64).
@@ -199,27 +201,8 @@ def _strip_comments(src: str) -> str:
 
 def _call_args(src: str, open_paren: int) -> list[str] | None:
     """The top-level comma-separated arguments of the call whose '(' is at ``open_paren``."""
-    depth, i, start, args = 0, open_paren, open_paren + 1, []
-    while i < len(src):
-        c = src[i]
-        if c in "\"'":
-            j = i + 1
-            while j < len(src) and src[j] != c:
-                j += 2 if src[j] == "\\" else 1
-            i = j + 1
-            continue
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                args.append(src[start:i])
-                return args
-        elif c == "," and depth == 1:
-            args.append(src[start:i])
-            start = i + 1
-        i += 1
-    return None
+    got = call_args(src, open_paren, newline_ends_string=False)
+    return got[0] if got else None
 
 
 def _unescape(body: str) -> str:

@@ -60,6 +60,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from csource import call_args  # tools/catalogs/csource.py (build.py puts this folder on the path)
+
 # ---------------------------------------------------------------------------------------------------
 # Source text helpers
 
@@ -260,32 +262,6 @@ def _live_lines(code: str, known: dict[str, int]) -> list[bool]:
             live[k] = active
         i += 1
     return live
-
-
-def _call_args(code: str, open_paren: int) -> tuple[list[str], int] | None:
-    """The top-level comma-separated arguments of the call whose '(' is at ``open_paren``, and its end."""
-    depth, i, start, args = 0, open_paren, open_paren + 1, []
-    n = len(code)
-    while i < n:
-        c = code[i]
-        if c in "\"'":
-            j = i + 1
-            while j < n and code[j] != c and code[j] != "\n":
-                j += 2 if code[j] == "\\" else 1
-            i = j + 1
-            continue
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                args.append(code[start:i])
-                return args, i
-        elif c == "," and depth == 1:
-            args.append(code[start:i])
-            start = i + 1
-        i += 1
-    return None
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "a": "\a", "?": "?", "e": "\x1b"}
@@ -608,7 +584,7 @@ def _call_sites(code: str, names: list[str]) -> list[tuple[str, int, list[str]]]
         return out
     pat = "|".join(sorted((re.escape(n) for n in names), key=len, reverse=True))
     for m in re.finditer(r"\b(" + pat + r")\s*\(", code):
-        parsed = _call_args(code, m.end() - 1)
+        parsed = call_args(code, m.end() - 1)
         if parsed is not None:
             out.append((m.group(1), m.start(), parsed[0]))
     return out
