@@ -1,8 +1,10 @@
-"""Reading C and C++ source for the extractors: the arguments of one call."""
+"""Reading C and C++ source for the extractors: the arguments of one call, a printf format as a catalogue text."""
 
 from __future__ import annotations
 
-__all__ = ["call_args"]
+import re
+
+__all__ = ["call_args", "printf_text"]
 
 
 def call_args(code: str, open_paren: int, *, newline_ends_string: bool = True) -> tuple[list[str], int] | None:
@@ -31,3 +33,16 @@ def call_args(code: str, open_paren: int, *, newline_ends_string: bool = True) -
             start = i + 1
         i += 1
     return None
+
+
+def printf_text(fmt: str, conversions: re.Pattern[str]) -> str:
+    """A printf format as a catalogue ``text``: each conversion ``conversions`` matches is ``{}`` (``%%`` is
+    ``%``), literal braces doubled."""
+    out: list[str] = []
+    pos = 0
+    for m in conversions.finditer(fmt):
+        out.append(fmt[pos:m.start()].replace("{", "{{").replace("}", "}}"))
+        out.append("%" if m.group(0) == "%%" else "{}")
+        pos = m.end()
+    out.append(fmt[pos:].replace("{", "{{").replace("}", "}}"))
+    return "".join(out)

@@ -31,7 +31,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from csource import call_args  # tools/catalogs/csource.py (build.py puts this folder on the path)
+from csource import call_args, printf_text  # tools/catalogs/csource.py (build.py puts this folder on the path)
 
 _LEXEME = re.compile(r"""//[^\n]*|/\*.*?\*/|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'""", re.S)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "a": "\a", "?": "?"}
@@ -121,13 +121,7 @@ def _fill_func(fmt: str, args: list[str], func: str) -> str:
 
 
 def _text(fmt: str) -> str:
-    out, pos = [], 0
-    for m in _PRINTF.finditer(fmt):
-        out.append(fmt[pos:m.start()].replace("{", "{{").replace("}", "}}"))
-        out.append("%" if m.group(0) == "%%" else "{}")
-        pos = m.end()
-    out.append(fmt[pos:].replace("{", "{{").replace("}", "}}"))
-    return "".join(out)
+    return printf_text(fmt, _PRINTF)
 
 
 def _slug(text: str) -> str:

@@ -60,7 +60,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from csource import call_args  # tools/catalogs/csource.py (build.py puts this folder on the path)
+from csource import call_args, printf_text  # tools/catalogs/csource.py (build.py puts this folder on the path)
 
 # ---------------------------------------------------------------------------------------------------
 # Source text helpers
@@ -765,14 +765,7 @@ def _clean(fmt: str) -> str:
 
 
 def _text(fmt: str) -> str:
-    out: list[str] = []
-    pos = 0
-    for m in _PRINTF.finditer(fmt):
-        out.append(fmt[pos:m.start()].replace("{", "{{").replace("}", "}}"))
-        out.append("%" if m.group(0) == "%%" else "{}")
-        pos = m.end()
-    out.append(fmt[pos:].replace("{", "{{").replace("}", "}}"))
-    return "".join(out)
+    return printf_text(fmt, _PRINTF)
 
 
 def _area(where: str) -> str:
