@@ -51,8 +51,9 @@ def _continuation(body: str) -> bool:
     return body[:1] in (" ", "\t") or body.startswith(("Traceback", "File ", "  "))
 
 
-def strip_prefix(text: str, info: FileInfo, rng: Random) -> str | None:
-    lines, end = _lines(text)
+def _rewrite_labelled(lines: list[str], end: str, rewrite: Callable[[str, re.Match[str]], str]) -> str | None:
+    """Each torchrun-labelled line through ``rewrite(line, its label match)``, the others as they are; None
+    when no line is labelled."""
     out, changed = [], False
     for line in lines:
         m = _TORCHRUN.match(line)
@@ -60,14 +61,20 @@ def strip_prefix(text: str, info: FileInfo, rng: Random) -> str | None:
             out.append(line)
             continue
         changed = True
+        out.append(rewrite(line, m))
+    return "\n".join(out) + end if changed else None
+
+
+def strip_prefix(text: str, info: FileInfo, rng: Random) -> str | None:
+    def unlabel(line: str, m: re.Match[str]) -> str:
         body = line[m.end():]
         if _continuation(body) or _NAMES_RANK.search(body):
-            out.append(body)
-            continue
+            return body
         h = _HEADER.match(body)
         at = h.end() if h else 0
-        out.append(f"{body[:at]}[rank {m.group(1)}] {body[at:]}")
-    return "\n".join(out) + end if changed else None
+        return f"{body[:at]}[rank {m.group(1)}] {body[at:]}"
+
+    return _rewrite_labelled(*_lines(text), unlabel)
 
 
 def _pid(rank: int, info: FileInfo) -> int:
@@ -93,18 +100,14 @@ def relabel(launcher: str) -> Callable[[str, FileInfo, Random], str | None]:
         labelled = [m.group(1) for line in lines if (m := _TORCHRUN.match(line))]
         if len(labelled) < MIN_LABELLED or len(set(labelled)) < 2:
             return None  # a label on a line or two, or on one worker only, names no worker of a job
-        out, changed = [], False
-        for line in lines:
-            m = _TORCHRUN.match(line)
-            if m is None:
-                out.append(line)
-                continue
+
+        def label_line(line: str, m: re.Match[str]) -> str:
             rank = int(m.group(1))
             label, names = _label(launcher, rank, info)
             info.renamed[rank] = names
-            out.append(label + line[m.end():])
-            changed = True
-        return "\n".join(out) + end if changed else None
+            return label + line[m.end():]
+
+        return _rewrite_labelled(lines, end, label_line)
 
     return fn
 
