@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from forensics.ingest.reader import loads_bounded
 from forensics.lazy_re import lazy_compile
 
-__all__ = ["Anonymizer", "known_names"]
+__all__ = ["Anonymizer", "Edit", "apply_edits", "known_names"]
 
 _IPV4 = lazy_compile(r"(?<![\d.])(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}(?![\d.])")
 _H4 = r"[0-9A-Fa-f]{1,4}"
@@ -46,6 +46,7 @@ _PUBLIC = ("github.com", "githubusercontent.com", "pytorch.org", "nvidia.com", "
            "example.net", "kernel.org", "ubuntu.com", "debian.org", "anaconda.org", "conda.io", "wandb.ai",
            "slack.com", "google.com", "googleapis.com", "amazonaws.com", "docker.io", "nvcr.io")
 
+#: (start, end, replacement, kind): one change to a text
 Edit = tuple[int, int, str, str]
 
 
@@ -137,15 +138,21 @@ class Anonymizer:
         return out
 
     def apply(self, text: str, counts: Counter[str]) -> str:
-        pieces = []
-        pos = 0
-        for s, e, repl, kind in self.edits(text):
-            pieces.append(text[pos:s])
-            pieces.append(repl)
-            counts[kind] += 1
-            pos = e
-        pieces.append(text[pos:])
-        return "".join(pieces)
+        return apply_edits(text, self.edits(text), counts)
+
+
+def apply_edits(text: str, edits: list[Edit], counts: Counter[str]) -> str:
+    """``text`` with each (start, end, replacement, kind) of ``edits`` (in order, not overlapping) made,
+    counted per kind."""
+    out = []
+    pos = 0
+    for s, e, repl, kind in edits:
+        out.append(text[pos:s])
+        out.append(repl)
+        counts[kind] += 1
+        pos = e
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _hosts_in(text: str) -> set[str]:

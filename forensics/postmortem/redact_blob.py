@@ -24,19 +24,14 @@ import io
 import tarfile
 import zipfile
 from collections import Counter
-from typing import TYPE_CHECKING
 
+from forensics.postmortem.anonymize import Anonymizer, Edit, apply_edits
 from forensics.secrets import REDACTED, Span, find_secrets
-
-if TYPE_CHECKING:
-    from forensics.postmortem.anonymize import Anonymizer
 
 __all__ = ["MAX_DEPTH", "Edit", "redact_blob", "redact_name", "redact_text_edits", "redact_with_starts"]
 
 MAX_DEPTH = 3
 LIMIT = 1 << 30
-#: (start, end, replacement, kind): one change to a text
-Edit = tuple[int, int, str, str]
 
 
 def redact_text_edits(text: str, anon: Anonymizer | None, hide: str | None = REDACTED) -> list[Edit]:
@@ -57,21 +52,9 @@ def redact_text_edits(text: str, anon: Anonymizer | None, hide: str | None = RED
     return edits
 
 
-def _apply(text: str, edits: list[Edit], counts: Counter[str]) -> str:
-    out = []
-    pos = 0
-    for s, e, repl, kind in edits:
-        out.append(text[pos:s])
-        out.append(repl)
-        counts[kind] += 1
-        pos = e
-    out.append(text[pos:])
-    return "".join(out)
-
-
 def redact_name(name: str, counts: Counter[str], anon: Anonymizer | None) -> str:
     """A member's name with secrets and (with ``anon``) names replaced; ``/`` kept as the separator."""
-    return "/".join(_apply(part, redact_text_edits(part, anon), counts) for part in name.split("/"))
+    return "/".join(apply_edits(part, redact_text_edits(part, anon), counts) for part in name.split("/"))
 
 
 def redact_with_starts(raw: bytes, counts: Counter[str], anon: Anonymizer | None = None
@@ -82,7 +65,7 @@ def redact_with_starts(raw: bytes, counts: Counter[str], anon: Anonymizer | None
     edits = redact_text_edits(text, anon)
     if not edits:
         return raw, []
-    new = _apply(text, edits, counts)
+    new = apply_edits(text, edits, counts)
     return new.encode("utf-8", "surrogateescape"), _line_starts(text, edits, new)
 
 
@@ -125,7 +108,7 @@ def _is_utf16(raw: bytes) -> str | None:
 
 
 def _mask_view(text: str, counts: Counter[str]) -> str:
-    return _apply(text, redact_text_edits(text, None, hide=None), counts)
+    return apply_edits(text, redact_text_edits(text, None, hide=None), counts)
 
 
 def _redact_binary(raw: bytes, counts: Counter[str]) -> bytes:
@@ -170,7 +153,7 @@ def redact_blob(name: str, raw: bytes, counts: Counter[str], anon: Anonymizer | 
         except UnicodeDecodeError:
             return _redact_binary(raw, counts)
         bom = raw[:2] if enc == "utf-16" else b""
-        new = _apply(text, redact_text_edits(text, anon), counts)
+        new = apply_edits(text, redact_text_edits(text, anon), counts)
         body = new.encode("utf-16-le" if bom in (b"\xff\xfe", b"") else "utf-16-be")
         return bom + body
     if b"\x00" in raw[:8192]:
