@@ -91,21 +91,23 @@ class Acc:
         return bool(self.c_ranks or self.c_gpus or self.c_pids or self.hosts)
 
 
+#: A detector that sets stopped workers apart: its attr of their ranks (and ``<it>_hosts``, ``<it>_pids``: the
+#: workers a launcher named by node or process) and its attr of the ranks that went on or wait.
+_STOPPED = {"rank-behind": ("behind", "waiting"), "rank-silent": ("silent", "going")}
+
+
 def _derived(acc: Acc, e: Event, index: dict[tuple[str | None, str], int]) -> None:
     det = e.attrs.get("detector")
-    if det == "rank-behind":
-        acc.c_ranks |= set(_int_list(e.attrs.get("behind")))
-        acc.v_ranks |= set(_int_list(e.attrs.get("waiting")))
-        acc.hosts |= {str(h) for h in e.attrs.get("behind_hosts") or []}  # workers named by node or process
-        for pid in _int_list(e.attrs.get("behind_pids")):
+    if det in _STOPPED:
+        stopped, others = _STOPPED[str(det)]
+        acc.c_ranks |= set(_int_list(e.attrs.get(stopped)))
+        acc.v_ranks |= set(_int_list(e.attrs.get(others)))
+        acc.hosts |= {str(h) for h in e.attrs.get(f"{stopped}_hosts") or []}
+        for pid in _int_list(e.attrs.get(f"{stopped}_pids")):
             acc.c_pids.setdefault(pid, "")
+    if det == "rank-behind":
         acc.add_why(_sentence(e), det)
     elif det == "rank-silent":
-        acc.c_ranks |= set(_int_list(e.attrs.get("silent")))
-        acc.v_ranks |= set(_int_list(e.attrs.get("going")))
-        acc.hosts |= {str(h) for h in e.attrs.get("silent_hosts") or []}  # workers a launcher named by node
-        for pid in _int_list(e.attrs.get("silent_pids")):
-            acc.c_pids.setdefault(pid, "")
         last = e.attrs.get("last_step")
         for r, step in (last.items() if isinstance(last, dict) else []):
             if step is not None or f"rank {r}" not in acc.facts:
